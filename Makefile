@@ -1,0 +1,40 @@
+# vtakit: `make demo` and `make test` are all a new machine needs.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PYTEST := $(BIN)/python -m pytest
+
+.PHONY: install demo test test-slow test-all bench clean
+
+install: $(STAMP)
+
+# Re-install only when the package metadata changes; the install is editable,
+# so source edits need nothing.
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \
+	  { echo "vtakit needs Python >= 3.10 (found $$($(PYTHON) --version))"; exit 1; }
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || $(PYTHON) -m virtualenv $(VENV) || \
+	  { rm -rf $(VENV); echo "could not create $(VENV): install python3-venv (Debian) or virtualenv"; exit 1; }
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+demo: install
+	$(BIN)/vtakit demo
+
+# The default suite: everything but the tests marked slow.
+test: install
+	$(PYTEST) -q -n auto -m "not slow"
+
+test-slow: install
+	$(PYTEST) -q -n auto -m slow
+
+test-all: install
+	$(PYTEST) -q -n auto
+
+bench: install
+	$(BIN)/python benchmarks/sim_speed.py
+	$(BIN)/python benchmarks/isa_speed.py
+
+clean:
+	rm -rf $(VENV) out build *.egg-info .pytest_cache .hypothesis

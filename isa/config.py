@@ -1,0 +1,411 @@
+"""HwConfig: the one description of an accelerator instance.
+
+Every other layer (encoding, simulators, RTL parameters, compiler tiling, the
+board driver) reads its facts from here: GEMM shape, element widths, buffer
+sizes, clock and the memory-timing figures the cycle model uses.  Derived values
+(depths, element bytes, field widths) are properties so they can never drift
+from the parameters they come from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vtakit.errors import ConfigError
+from vtakit.isa.opcodes import MemId
+
+_INT_DTYPES = {8: np.int8, 16: np.int16, 32: np.int32}
+_SRAM_ADDR_BITS = 16  # width of sram_base in LOAD/STORE (ISA.md)
+
+
+def _is_pow2(v: int) -> bool:
+    return v > 0 and (v & (v - 1)) == 0
+
+
+@dataclass(frozen=True)
+class HwConfig:
+    """Parameters of one accelerator configuration (defaults: VTA's `pynq`)."""
+
+    target: str = "pynq"
+    """Board family the configuration is built for (VTA's TARGET)."""
+    batch: int = 1
+    block_in: int = 16
+    block_out: int = 16
+    inp_bits: int = 8
+    wgt_bits: int = 8
+    acc_bits: int = 32
+    out_bits: int = 8
+    uop_buff_bytes: int = 1 << 15
+    inp_buff_bytes: int = 1 << 15
+    wgt_buff_bytes: int = 1 << 18
+    acc_buff_bytes: int = 1 << 17
+    clock_mhz: float = 100.0
+    bus_bytes: int = 8
+    """Bytes the memory port moves per accelerator cycle (64-bit AXI on PYNQ)."""
+    mem_latency: int = 24
+    """Cycles from a burst request to its first beat (and from last write beat to response)."""
+    mem_burst_beats: int = 256
+    """Longest AXI burst; bursts never cross a burst-sized aligned boundary."""
+    cmd_queue_depth: int = 512
+    """Instructions each module's command queue holds."""
+    token_queue_depth: int = 128
+    """Tokens each of the four dependency queues holds."""
+    gemm_pipeline: int = 4
+    """Cycles to drain the GEMM pipeline after the last micro-op issues."""
+    alu_pipeline: int = 4
+    alu_ii: int = 1
+    """Cycles between ALU micro-ops (VTA's HLS ALU used 2)."""
+    alu_mul: bool = False
+    """Whether the tensor ALU implements MUL (an extension; VTA has none)."""
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    # ------------------------------------------------------------------ presets
+    @staticmethod
+    def preset(name: str) -> "HwConfig":
+        """A named configuration: see `preset_names()`."""
+        try:
+            return PRESETS[name]
+        except KeyError:
+            raise ConfigError(
+                f"unknown preset {name!r}; known presets: {', '.join(PRESETS)}", field="preset"
+            ) from None
+
+    @staticmethod
+    def preset_names() -> list[str]:
+        return list(PRESETS)
+
+    @staticmethod
+    def load(spec: "str | Path | HwConfig") -> "HwConfig":
+        """A preset name, a JSON file path (VTA or vtakit format), or a config."""
+        if isinstance(spec, HwConfig):
+            return spec
+        if isinstance(spec, str) and spec in PRESETS:
+            return PRESETS[spec]
+        path = Path(spec)
+        if path.suffix == ".json" or path.exists():
+            return HwConfig.from_json(path)
+        return HwConfig.preset(str(spec))
+
+    def replace(self, **changes: Any) -> "HwConfig":
+        """A copy with some parameters changed (validated like any config)."""
+        unknown = set(changes) - {f.name for f in fields(self)}
+        if unknown:
+            raise ConfigError("unknown parameter", field=sorted(unknown)[0])
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def preset_name(self) -> str | None:
+        """The preset this configuration equals, if any."""
+        for name, cfg in PRESETS.items():
+            if cfg == self:
+                return name
+        return None
+
+    @property
+    def label(self) -> str:
+        """Preset name, or a VTA-style bitstream string for custom configs."""
+        return self.preset_name or self.bitstream_name
+
+    @property
+    def bitstream_name(self) -> str:
+        """VTA's naming scheme, e.g. `1x16_i8w8a32_15_15_18_17`."""
+        logs = [int(math.log2(b)) for b in
+                (self.uop_buff_bytes, self.inp_buff_bytes, self.wgt_buff_bytes, self.acc_buff_bytes)]
+        block = (f"{self.block_in}" if self.block_in == self.block_out
+                 else f"{self.block_in}x{self.block_out}")
+        return (f"{self.batch}x{block}_i{self.inp_bits}w{self.wgt_bits}a{self.acc_bits}_"
+                + "_".join(map(str, logs)))
+
+    # --------------------------------------------------------------- JSON I/O
+    def to_dict(self) -> dict[str, Any]:
+        return {"vtakit_config": 1, **dataclasses.asdict(self)}
+
+    def to_json(self, path: "str | Path | None" = None) -> str:
+        text = json.dumps(self.to_dict(), indent=2) + "\n"
+        if path is not None:
+            Path(path).write_text(text)
+        return text
+
+    @staticmethod
+    def from_json(path: "str | Path") -> "HwConfig":
+        """Read a vtakit config or a VTA `vta_config.json` (LOG_* keys)."""
+        try:
+            data = json.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file {str(path)!r} does not exist") from None
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}: not valid JSON ({e})") from None
+        return HwConfig.from_dict(data)
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> "HwConfig":
+        if not isinstance(data, dict):
+            raise ConfigError("a configuration must be a JSON object")
+        if any(k.startswith("LOG_") or k in ("TARGET", "HW_VER") for k in data):
+            return _from_vta_dict(data)
+        return _from_vtakit_dict(data)
+
+    def fingerprint(self) -> str:
+        """Short stable hash, e.g. to key caches of artefacts built for this config."""
+        text = json.dumps(dataclasses.asdict(self), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    # ---------------------------------------------------------------- derived
+    def elem_bytes(self, mem: int) -> int:
+        """Bytes of one element of a memory type; DRAM addresses count these."""
+        mem = MemId(mem)
+        if mem == MemId.UOP:
+            return 4
+        if mem == MemId.WGT:
+            return self.block_out * self.block_in * self.wgt_bits // 8
+        if mem == MemId.INP:
+            return self.batch * self.block_in * self.inp_bits // 8
+        if mem == MemId.ACC:
+            return self.batch * self.block_out * self.acc_bits // 8
+        if mem == MemId.OUT:
+            return self.batch * self.block_out * self.out_bits // 8
+        return self.batch * self.block_out  # ACC_8BIT: one byte per lane
+
+    def depth(self, mem: int) -> int:
+        """Elements an on-chip buffer holds (OUT and ACC_8BIT address the acc buffer)."""
+        mem = MemId(mem)
+        if mem == MemId.UOP:
+            return self.uop_buff_bytes // 4
+        if mem == MemId.WGT:
+            return self.wgt_buff_bytes // self.elem_bytes(MemId.WGT)
+        if mem == MemId.INP:
+            return self.inp_buff_bytes // self.elem_bytes(MemId.INP)
+        return self.acc_buff_bytes // self.elem_bytes(MemId.ACC)
+
+    @property
+    def uop_depth(self) -> int:
+        return self.depth(MemId.UOP)
+
+    @property
+    def inp_depth(self) -> int:
+        return self.depth(MemId.INP)
+
+    @property
+    def wgt_depth(self) -> int:
+        return self.depth(MemId.WGT)
+
+    @property
+    def acc_depth(self) -> int:
+        return self.depth(MemId.ACC)
+
+    @property
+    def log_uop_depth(self) -> int:
+        return self.uop_depth.bit_length() - 1
+
+    @property
+    def log_inp_depth(self) -> int:
+        return self.inp_depth.bit_length() - 1
+
+    @property
+    def log_wgt_depth(self) -> int:
+        return self.wgt_depth.bit_length() - 1
+
+    @property
+    def log_acc_depth(self) -> int:
+        return self.acc_depth.bit_length() - 1
+
+    @property
+    def shr_arg_bits(self) -> int:
+        """Low operand bits, read as signed, that give the SHR amount (6 for int32)."""
+        return self.acc_bits.bit_length()  # log2(acc_bits) + 1
+
+    @property
+    def peak_macs_per_cycle(self) -> int:
+        return self.batch * self.block_in * self.block_out
+
+    @property
+    def peak_gops(self) -> float:
+        """2 x MACs per second at the configured clock, in GOPS."""
+        return 2 * self.peak_macs_per_cycle * self.clock_mhz / 1000.0
+
+    @property
+    def burst_bytes(self) -> int:
+        return self.mem_burst_beats * self.bus_bytes
+
+    @property
+    def inp_dtype(self) -> np.dtype:
+        return np.dtype(_INT_DTYPES[self.inp_bits])
+
+    @property
+    def wgt_dtype(self) -> np.dtype:
+        return np.dtype(_INT_DTYPES[self.wgt_bits])
+
+    @property
+    def acc_dtype(self) -> np.dtype:
+        return np.dtype(_INT_DTYPES[self.acc_bits])
+
+    @property
+    def out_dtype(self) -> np.dtype:
+        return np.dtype(_INT_DTYPES[self.out_bits])
+
+    def summary(self) -> dict[str, Any]:
+        """Parameters and the derived figures people look at, for tables."""
+        return {
+            **dataclasses.asdict(self),
+            "gemm": f"{self.batch}x{self.block_in} x {self.block_in}x{self.block_out}",
+            "uop_depth": self.uop_depth,
+            "inp_depth": self.inp_depth,
+            "wgt_depth": self.wgt_depth,
+            "acc_depth": self.acc_depth,
+            "uop_fields": f"dst {self.log_acc_depth} / src {max(self.log_acc_depth, self.log_inp_depth)}"
+                          f" / wgt {self.log_wgt_depth} bits",
+            "peak_macs_per_cycle": self.peak_macs_per_cycle,
+            "peak_gops": round(self.peak_gops, 2),
+            "bandwidth_gbs": round(self.bus_bytes * self.clock_mhz / 1000.0, 3),
+        }
+
+
+# ------------------------------------------------------------------ validation
+def _validate(cfg: HwConfig) -> None:
+    for f in fields(cfg):
+        value = getattr(cfg, f.name)
+        if f.name == "target":
+            if not isinstance(value, str) or not value:
+                raise ConfigError("must be a non-empty string", field="target")
+        elif f.name == "alu_mul":
+            if not isinstance(value, bool):
+                raise ConfigError(f"must be true or false, got {value!r}", field=f.name)
+        elif f.name == "clock_mhz":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ConfigError(f"must be a positive number, got {value!r}", field=f.name)
+        elif isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"must be an integer, got {value!r}", field=f.name)
+
+    for name in ("batch", "block_in", "block_out"):
+        if not _is_pow2(getattr(cfg, name)):
+            raise ConfigError(f"must be a power of two, got {getattr(cfg, name)}", field=name)
+    for name in ("inp_bits", "wgt_bits", "out_bits"):
+        if getattr(cfg, name) not in (8, 16):
+            raise ConfigError(f"must be 8 or 16, got {getattr(cfg, name)}", field=name)
+    if cfg.acc_bits not in (16, 32):
+        raise ConfigError(f"must be 16 or 32, got {cfg.acc_bits}", field="acc_bits")
+    if cfg.out_bits > cfg.acc_bits:
+        raise ConfigError(f"output ({cfg.out_bits} bits) wider than the accumulator", field="out_bits")
+
+    for name, mem in (("uop_buff_bytes", MemId.UOP), ("inp_buff_bytes", MemId.INP),
+                      ("wgt_buff_bytes", MemId.WGT), ("acc_buff_bytes", MemId.ACC)):
+        size, elem = getattr(cfg, name), cfg.elem_bytes(mem)
+        if not _is_pow2(size):
+            raise ConfigError(f"must be a power of two, got {size}", field=name)
+        if size < elem:
+            raise ConfigError(f"{size} bytes is smaller than one {mem.name} element ({elem} bytes)",
+                              field=name)
+        if size // elem > 1 << _SRAM_ADDR_BITS:
+            raise ConfigError(
+                f"{size // elem} {mem.name} elements exceed what the 16-bit sram_base field addresses",
+                field=name)
+
+    if not _is_pow2(cfg.bus_bytes) or cfg.bus_bytes > 128:
+        raise ConfigError(f"must be a power of two up to 128, got {cfg.bus_bytes}", field="bus_bytes")
+    if not _is_pow2(cfg.mem_burst_beats) or cfg.mem_burst_beats > 256:
+        raise ConfigError(f"must be a power of two up to 256 (AXI4), got {cfg.mem_burst_beats}",
+                          field="mem_burst_beats")
+    if cfg.burst_bytes < 16:
+        raise ConfigError(f"bursts of {cfg.burst_bytes} bytes cannot carry one 16-byte instruction",
+                          field="mem_burst_beats")
+    if cfg.burst_bytes > 4096:
+        raise ConfigError(f"bursts of {cfg.burst_bytes} bytes would cross AXI's 4 KiB boundary",
+                          field="mem_burst_beats")
+    for name in ("mem_latency", "gemm_pipeline", "alu_pipeline"):
+        if getattr(cfg, name) < 0:
+            raise ConfigError("must not be negative", field=name)
+    for name in ("cmd_queue_depth", "token_queue_depth", "alu_ii"):
+        if getattr(cfg, name) < 1:
+            raise ConfigError("must be at least 1", field=name)
+
+    from vtakit.isa.layout import check_layouts  # late import: layouts read this config
+
+    check_layouts(cfg)
+
+
+# --------------------------------------------------------------- JSON loaders
+_VTA_IGNORED_KEYS = {"HW_VER", "ACC_DEP_DISTANCE"}
+_VTA_LOG_KEYS = {
+    "LOG_INP_WIDTH": "inp_bits", "LOG_WGT_WIDTH": "wgt_bits", "LOG_ACC_WIDTH": "acc_bits",
+    "LOG_OUT_WIDTH": "out_bits", "LOG_BATCH": "batch", "LOG_BLOCK_IN": "block_in",
+    "LOG_BLOCK_OUT": "block_out", "LOG_UOP_BUFF_SIZE": "uop_buff_bytes",
+    "LOG_INP_BUFF_SIZE": "inp_buff_bytes", "LOG_WGT_BUFF_SIZE": "wgt_buff_bytes",
+    "LOG_ACC_BUFF_SIZE": "acc_buff_bytes",
+}
+
+
+def _from_vta_dict(data: dict[str, Any]) -> HwConfig:
+    """VTA's format: board parameters come from the preset of the same TARGET."""
+    target = data.get("TARGET", "pynq")
+    base = PRESETS.get(target, PRESETS["pynq"])
+    params: dict[str, Any] = {"target": target}
+    for key, value in data.items():
+        if key in ("TARGET", "LOG_BLOCK", "LOG_OUT_BUFF_SIZE") or key in _VTA_IGNORED_KEYS:
+            continue
+        if key not in _VTA_LOG_KEYS:
+            raise ConfigError("unknown key in VTA config", field=key)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 40:
+            raise ConfigError(f"must be a small non-negative integer, got {value!r}", field=key)
+        params[_VTA_LOG_KEYS[key]] = 1 << value
+    if "LOG_BLOCK" in data:
+        value = data["LOG_BLOCK"]
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 40:
+            raise ConfigError(f"must be a small non-negative integer, got {value!r}", field="LOG_BLOCK")
+        params.setdefault("block_in", 1 << value)
+        params.setdefault("block_out", 1 << value)
+    if "LOG_INP_WIDTH" in data and "LOG_OUT_WIDTH" not in data:
+        params["out_bits"] = params["inp_bits"]  # VTA ties the output width to the input's
+    cfg = dataclasses.replace(base, **params)
+    if "LOG_OUT_BUFF_SIZE" in data:
+        expect = cfg.acc_buff_bytes * cfg.out_bits // cfg.acc_bits
+        if data["LOG_OUT_BUFF_SIZE"] != int(math.log2(expect)):
+            raise ConfigError(f"inconsistent with the accumulator buffer (expected "
+                              f"{int(math.log2(expect))})", field="LOG_OUT_BUFF_SIZE")
+    return cfg
+
+
+def _from_vtakit_dict(data: dict[str, Any]) -> HwConfig:
+    names = {f.name for f in fields(HwConfig)}
+    params = dict(data)
+    params.pop("vtakit_config", None)
+    base_name = params.pop("preset", "pynq")
+    base = HwConfig.preset(base_name)
+    for key in params:
+        if key not in names:
+            raise ConfigError("unknown key", field=key)
+    return dataclasses.replace(base, **params)
+
+
+def _presets() -> dict[str, HwConfig]:
+    pynq = HwConfig()
+    zynq_mp = dict(clock_mhz=333.0, bus_bytes=16, mem_latency=64)
+    return {
+        # VTA's default: PYNQ-Z1 (xc7z020), 100 MHz, one 64-bit HP port.
+        "pynq": pynq,
+        # Zynq UltraScale+ boards: VTA runs them at 333 MHz with a 128-bit AXI port.
+        "ultra96": dataclasses.replace(pynq, target="ultra96", **zynq_mp),
+        "zcu104": dataclasses.replace(pynq, target="zcu104", **zynq_mp),
+        # Cyclone V SoC: 100 MHz, 64-bit HPS bridge.
+        "de10nano": dataclasses.replace(pynq, target="de10nano"),
+        # Exploration variants on the PYNQ board's memory system.
+        "1x8": dataclasses.replace(pynq, block_in=8, block_out=8, uop_buff_bytes=1 << 14,
+                                   inp_buff_bytes=1 << 13, wgt_buff_bytes=1 << 16,
+                                   acc_buff_bytes=1 << 15, alu_mul=True),
+        "1x32": dataclasses.replace(pynq, block_in=32, block_out=32, inp_buff_bytes=1 << 16,
+                                    wgt_buff_bytes=1 << 19, acc_buff_bytes=1 << 18, alu_mul=True),
+        "2x16": dataclasses.replace(pynq, batch=2, inp_buff_bytes=1 << 16,
+                                    acc_buff_bytes=1 << 18, alu_mul=True),
+    }
+
+
+PRESETS: dict[str, HwConfig] = _presets()

@@ -1,0 +1,173 @@
+"""A program as the simulators see it: decoded once, validated, in columns.
+
+Decoding happens for all instructions at once with numpy (the fetch module's
+view); everything that can be checked without running (opcodes, memory types,
+dependency flags per module, store padding) is checked here and reported as a
+SimError naming the instruction.  Checks that depend on data (micro-op indices)
+happen when the instruction executes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from vtakit.errors import SimError
+from vtakit.isa.config import HwConfig
+from vtakit.isa.encoding import decode_columns, words_from_bytes
+from vtakit.isa.layout import INSN_BYTES, alu_layout, gemm_layout, mem_layout
+from vtakit.isa.opcodes import MEM_MNEMONIC, AluOp, MemId, Module, Opcode
+
+# Token queues, named by direction.
+L2C, C2L, C2S, S2C = range(4)
+QUEUE_NAMES = ("load->compute", "compute->load", "compute->store", "store->compute")
+QUEUE_PRODUCER = ("load", "compute", "compute", "store")
+
+_MEM_FIELDS = ("mem_id", "sram_base", "dram_base", "y_size", "x_size", "x_stride",
+               "y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1")
+_LOOP_FIELDS = ("reset", "uop_bgn", "uop_end", "iter_out", "iter_in",
+                "dst_factor_out", "dst_factor_in", "src_factor_out", "src_factor_in")
+
+
+@dataclass
+class DecodedProgram:
+    """Columns of a program plus per-instruction argument tuples for the executor."""
+
+    cfg: HwConfig
+    n: int
+    opcode: np.ndarray
+    module: np.ndarray
+    mem: dict[str, np.ndarray]
+    gemm: dict[str, np.ndarray]
+    alu: dict[str, np.ndarray]
+    pops: list[tuple[int, ...]]
+    pushes: list[tuple[int, ...]]
+    args: list[tuple[int, ...]]
+    """Per instruction: opcode first, then the fields its executor needs."""
+
+    def mnemonic(self, i: int) -> str:
+        op = int(self.opcode[i])
+        if op in (Opcode.LOAD, Opcode.STORE):
+            mem = int(self.mem["mem_id"][i])
+            name = MEM_MNEMONIC[MemId(mem)] if mem in MemId._value2member_map_ else str(mem)
+            return f"{Opcode(op).name}.{name}"
+        if op == Opcode.ALU:
+            aop = int(self.alu["alu_opcode"][i])
+            return f"ALU.{AluOp(aop).name}" if aop in AluOp._value2member_map_ else f"ALU.{aop}"
+        return Opcode(op).name if op in Opcode._value2member_map_ else f"opcode {op}"
+
+
+def decode_for_sim(cfg: HwConfig, dram: np.ndarray, insn_addr: int, insn_count: int) -> DecodedProgram:
+    """Read `insn_count` instructions at byte `insn_addr` and validate them."""
+    check_dram(dram)
+    if insn_count < 0:
+        raise SimError(f"must not be negative, got {insn_count}", field="insn_count")
+    if insn_addr < 0 or insn_addr % INSN_BYTES:
+        raise SimError(f"byte address {insn_addr} is not {INSN_BYTES}-byte aligned", field="insn_addr")
+    end = insn_addr + insn_count * INSN_BYTES
+    if end > dram.size:
+        raise SimError(f"instructions [{insn_addr:#x}, {end:#x}) run past the end of DRAM "
+                       f"({dram.size:#x} bytes)", field="insn_addr")
+    words = words_from_bytes(dram[insn_addr:end])
+    mem = decode_columns(words, mem_layout(cfg))
+    gemm = decode_columns(words, gemm_layout(cfg))
+    alu = decode_columns(words, alu_layout(cfg))
+    opcode = mem["opcode"]
+    prog = DecodedProgram(cfg, insn_count, opcode, np.zeros(insn_count, np.int64), mem, gemm, alu,
+                          [], [], [])
+    _validate(prog)
+    _derive(prog)
+    return prog
+
+
+def check_dram(dram: np.ndarray) -> None:
+    if not isinstance(dram, np.ndarray) or dram.dtype != np.uint8 or dram.ndim != 1:
+        raise SimError("DRAM must be a 1-D numpy uint8 array", field="dram")
+    if not dram.flags.c_contiguous or not dram.flags.writeable:
+        raise SimError("DRAM must be a contiguous, writeable array", field="dram")
+
+
+def _first(mask: np.ndarray) -> int | None:
+    hits = np.flatnonzero(mask)
+    return int(hits[0]) if hits.size else None
+
+
+def _validate(p: DecodedProgram) -> None:
+    """Raise SimError for the first instruction (in program order) that cannot run."""
+    op = p.opcode
+    is_mem = (op == Opcode.LOAD) | (op == Opcode.STORE)
+    mem_id = p.mem["mem_id"]
+    is_loop = (op == Opcode.GEMM) | (op == Opcode.ALU)
+    checks: list[tuple[np.ndarray, str, str]] = [
+        (op > Opcode.ALU, "opcode", "unknown opcode"),
+        (is_mem & (mem_id > MemId.ACC_8BIT), "mem_id", "unknown memory type"),
+        ((op == Opcode.LOAD) & (mem_id == MemId.OUT), "mem_id", "LOAD cannot target the OUT memory"),
+        ((op == Opcode.STORE) & (mem_id != MemId.OUT) & (mem_id <= MemId.ACC_8BIT), "mem_id",
+         "STORE only writes the OUT memory"),
+        ((op == Opcode.ALU) & (p.alu["alu_opcode"] > AluOp.MUL), "alu_opcode", "unknown ALU operation"),
+        (is_loop & (p.gemm["uop_end"] > p.cfg.uop_depth), "uop_end",
+         f"micro-op range ends past the micro-op buffer ({p.cfg.uop_depth} entries)"),
+    ]
+    if not p.cfg.alu_mul:
+        checks.append(((op == Opcode.ALU) & (p.alu["alu_opcode"] == AluOp.MUL), "alu_opcode",
+                       "ALU MUL is not implemented by this configuration (alu_mul is false)"))
+    for pad in ("y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1"):
+        checks.append(((op == Opcode.STORE) & (p.mem[pad] != 0), pad, "STORE does not take padding"))
+    load_module = (op == Opcode.LOAD) & ((mem_id == MemId.INP) | (mem_id == MemId.WGT))
+    for flag in ("pop_prev", "push_prev"):
+        checks.append((load_module & (p.mem[flag] != 0), flag,
+                       "the load module has no previous module to exchange tokens with"))
+    for flag in ("pop_next", "push_next"):
+        checks.append(((op == Opcode.STORE) & (p.mem[flag] != 0), flag,
+                       "the store module has no next module to exchange tokens with"))
+    worst: tuple[int, str, str] | None = None
+    for mask, field, message in checks:
+        i = _first(mask)
+        if i is not None and (worst is None or i < worst[0]):
+            worst = (i, field, message)
+    if worst is not None:
+        i, field, message = worst
+        raise SimError(message, insn_index=i, field=field, mnemonic=p.mnemonic(i))
+
+
+def _derive(p: DecodedProgram) -> None:
+    """Module of each instruction, its token queues and its executor arguments."""
+    op, mem_id = p.opcode, p.mem["mem_id"]
+    module = np.full(p.n, int(Module.COMPUTE), dtype=np.int64)
+    module[op == Opcode.STORE] = Module.STORE
+    module[(op == Opcode.LOAD) & ((mem_id == MemId.INP) | (mem_id == MemId.WGT))] = Module.LOAD
+    p.module = module
+
+    flags = np.stack([p.mem[f] for f in ("pop_prev", "pop_next", "push_prev", "push_next")], axis=1)
+    # Queue a flag refers to, per module: (pop_prev, pop_next, push_prev, push_next)
+    queue_of = {Module.LOAD: (None, C2L, None, L2C), Module.COMPUTE: (L2C, S2C, C2L, C2S),
+                Module.STORE: (C2S, None, S2C, None)}
+    cache: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+    pops, pushes = [], []
+    for m, f in zip(module.tolist(), map(tuple, flags.tolist())):
+        key = (m, f)
+        if key not in cache:
+            qs = queue_of[Module(m)]
+            cache[key] = (tuple(qs[k] for k in (0, 1) if f[k]), tuple(qs[k] for k in (2, 3) if f[k]))
+        pp = cache[key]
+        pops.append(pp[0])
+        pushes.append(pp[1])
+    p.pops, p.pushes = pops, pushes
+
+    mem_rows = np.stack([op] + [p.mem[f] for f in _MEM_FIELDS], axis=1).tolist()
+    gemm_rows = np.stack([op] + [p.gemm[f] for f in _LOOP_FIELDS]
+                         + [p.gemm["wgt_factor_out"], p.gemm["wgt_factor_in"]], axis=1).tolist()
+    alu_rows = np.stack([op] + [p.alu[f] for f in _LOOP_FIELDS]
+                        + [p.alu["alu_opcode"], p.alu["use_imm"], p.alu["imm"]], axis=1).tolist()
+    args = []
+    for i, o in enumerate(op.tolist()):
+        if o in (Opcode.LOAD, Opcode.STORE):
+            args.append(tuple(mem_rows[i]))
+        elif o == Opcode.GEMM:
+            args.append(tuple(gemm_rows[i]))
+        elif o == Opcode.ALU:
+            args.append(tuple(alu_rows[i]))
+        else:
+            args.append((o,))
+    p.args = args

@@ -1,0 +1,76 @@
+"""The vtakit command line: every subcommand once, and errors as one line."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from vtakit.cli import main
+from vtakit.isa import HwConfig
+from vtakit.isa.program import ProgramImage
+
+
+def test_config(capsys):
+    assert main(["config", "--list"]) == 0
+    assert "ultra96" in capsys.readouterr().out
+    assert main(["config", "1x8", "--json"]) == 0
+    assert HwConfig.from_dict(json.loads(capsys.readouterr().out)) == HwConfig.preset("1x8")
+    assert main(["config", "pynq"]) == 0
+    assert "acc_depth" in capsys.readouterr().out
+
+
+def test_asm_disasm_round_trip(tmp_path, capsys):
+    source = tmp_path / "p.s"
+    source.write_text("LOAD.INP sram=0 dram=0 y=1 x=4 stride=4 push=next\n"
+                      "GEMM uop=0:4 iter=2x2 dst=4,1 pop=prev\nFINISH\n")
+    assert main(["asm", str(source)]) == 0
+    binary = tmp_path / "p.bin"
+    assert binary.stat().st_size == 48
+    capsys.readouterr()
+    assert main(["disasm", str(binary)]) == 0
+    listing = capsys.readouterr().out
+    assert "GEMM" in listing and "iter=2x2" in listing
+    (tmp_path / "q.s").write_text(listing)
+    assert main(["asm", str(tmp_path / "q.s"), "-o", str(tmp_path / "q.bin")]) == 0
+    assert (tmp_path / "q.bin").read_bytes() == binary.read_bytes()
+
+
+def test_demo_then_sim_the_saved_image(tmp_path, capsys):
+    image = tmp_path / "demo.npz"
+    trace = tmp_path / "demo.json"
+    assert main(["demo", "--tiles", "2", "--trace", str(trace), "--save", str(image)]) == 0
+    out = capsys.readouterr().out
+    assert "result matches numpy: yes" in out and str(trace) in out
+    assert json.loads(trace.read_text())["traceEvents"]
+    assert main(["sim", str(image), "--json", "-o", str(tmp_path / "dram.npz")]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["model"] == "cycle" and stats["cycles"] > 0 and stats["gemm_uops"] > 0
+    assert main(["sim", str(image), "--model", "functional"]) == 0
+    assert "functional model" in capsys.readouterr().out
+    assert main(["disasm", str(image), "--uops"]) == 0
+    assert "uop[" in capsys.readouterr().out
+    assert ProgramImage.load(image).insn_count > 0
+
+
+def test_bench(capsys):
+    assert main(["bench", "isa", "--count", "2000", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert row["round_trip"] is True and row["instructions"] == 2000
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["sim", "missing.npz"], "does not exist"),
+    (["config", "nope"], "unknown preset"),
+    (["disasm", "missing.bin"], "cannot read"),
+    (["bench", "sim", "--programs", "nope"], "unknown benchmark program"),
+])
+def test_errors_are_one_line(argv, message, capsys):
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
+
+
+def test_python_dash_m():
+    out = subprocess.run([sys.executable, "-m", "vtakit", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "demo" in out.stdout

@@ -1,0 +1,3 @@
+from vtakit.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,220 @@
+"""The `vtakit` command line (also `python -m vtakit`).
+
+Each subcommand is a small function over the library; errors a user can cause
+arrive as one `error: ...` line on stderr and exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from vtakit.errors import VtaError
+from vtakit.isa.config import PRESETS, HwConfig
+
+# Tables stay readable when the output goes to a file or a CI log.
+console = Console(width=None if sys.stdout.isatty() else 140)
+
+
+def _config(spec: str | None) -> HwConfig:
+    return HwConfig.load(spec or "pynq")
+
+
+# ------------------------------------------------------------------ commands
+def cmd_config(args) -> int:
+    from vtakit.report import config_table, presets_table
+
+    if args.list:
+        console.print(presets_table(PRESETS))
+        return 0
+    cfg = _config(args.name)
+    if args.json:
+        print(cfg.to_json(), end="")
+    else:
+        console.print(config_table(cfg))
+    return 0
+
+
+def cmd_asm(args) -> int:
+    from vtakit.isa.asm import asm
+    from vtakit.isa.encoding import encode_program
+
+    cfg = _config(args.config)
+    source = Path(args.source)
+    try:
+        text = source.read_text()
+    except OSError as e:
+        raise VtaError(f"cannot read {source}: {e.strerror}") from None
+    code = encode_program(asm(text, cfg), cfg)
+    out = Path(args.output) if args.output else source.with_suffix(".bin")
+    out.write_bytes(code)
+    console.print(f"{len(code) // 16} instructions -> {out}")
+    return 0
+
+
+def cmd_disasm(args) -> int:
+    from vtakit.isa.asm import disasm
+    from vtakit.isa.opcodes import MemId
+    from vtakit.isa.program import ProgramImage
+
+    path = Path(args.program)
+    if path.suffix == ".npz":
+        image = ProgramImage.load(path)
+        cfg = image.config
+
+        def uops_of(insn):
+            start = insn.dram_base * 4
+            return image.dram[start:start + insn.x_size * 4 * max(insn.y_size, 1)].tobytes()
+
+        sys.stdout.write(disasm(image.insn_bytes(), cfg, uop_source=uops_of if args.uops else None))
+        return 0
+    if args.uops:
+        raise VtaError("--uops needs a program image (.npz) that holds the micro-ops")
+    try:
+        code = path.read_bytes()
+    except OSError as e:
+        raise VtaError(f"cannot read {path}: {e.strerror}") from None
+    sys.stdout.write(disasm(code, _config(args.config)))
+    return 0
+
+
+def cmd_sim(args) -> int:
+    from vtakit.isa.program import ProgramImage
+    from vtakit.report import stats_tables
+    from vtakit.sim import run_image
+
+    image = ProgramImage.load(args.program)
+    if args.config and _config(args.config) != image.config:
+        raise VtaError(f"{args.program} was built for config {image.config.label}, not {args.config}")
+    stats, dram = run_image(image, model=args.model, trace=args.trace, timeout_s=args.timeout)
+    if args.output:
+        np.savez_compressed(args.output, dram=dram)
+    if args.json:
+        print(json.dumps(stats.to_dict(), indent=2, default=str))
+        return 0
+    for table in stats_tables(stats):
+        console.print(table)
+    for name, region in image.regions.items():
+        console.print(f"region {name}: {region.shape} {region.dtype} at {region.addr:#x}")
+    if stats.trace_path:
+        console.print(f"trace written to {stats.trace_path} (open in https://ui.perfetto.dev)")
+    if args.output:
+        console.print(f"final DRAM written to {args.output}")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from vtakit.report import stats_tables
+    from vtakit.sim import run_image
+    from vtakit.sim.workloads import ConvTile, conv_tiles_expected, conv_tiles_program
+
+    cfg = _config(args.config)
+    tile = ConvTile(rows=14, cols=14, cin_blocks=4, cout_blocks=2, kernel=3)
+    image = conv_tiles_program(cfg, tile, tiles=args.tiles)
+    console.print(f"[bold]vtakit demo[/]: {args.tiles} tiles of a 3x3 convolution "
+                  f"({tile.rows}x{tile.cols} pixels, {tile.cin_blocks * cfg.block_in} -> "
+                  f"{tile.cout_blocks * cfg.block_out} channels) on config {cfg.label}, "
+                  f"{image.insn_count} instructions, double-buffered")
+    stats, dram = run_image(image, model="cycle", trace=args.trace)
+    for table in stats_tables(stats):
+        console.print(table)
+    ok = bool((image.read("output", dram) == conv_tiles_expected(image, tile)).all())
+    console.print(f"result matches numpy: {'[green]yes[/]' if ok else '[red]NO[/]'}")
+    if args.save:
+        image.save(args.save)
+        console.print(f"program image saved to {args.save} (try: vtakit sim {args.save})")
+    console.print(f"trace written to {stats.trace_path} (open in https://ui.perfetto.dev)")
+    return 0 if ok else 1
+
+
+def cmd_bench(args) -> int:
+    cfg = _config(args.config)
+    if args.what == "isa":
+        from vtakit.isa.bench import isa_speed
+
+        rows = [isa_speed(cfg, args.count)]
+    else:
+        from vtakit.sim.bench import PROGRAMS, sim_speed
+
+        programs = args.programs.split(",") if args.programs else list(PROGRAMS)
+        unknown = [p for p in programs if p not in PROGRAMS]
+        if unknown:
+            raise VtaError(f"unknown benchmark program {unknown[0]!r}; known: {', '.join(PROGRAMS)}")
+        rows = sim_speed(cfg, programs, args.models.split(","))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    table = Table(title=f"vtakit bench {args.what} (config {cfg.label})")
+    for key in rows[0]:
+        table.add_column(key, justify="right")
+    for row in rows:
+        table.add_row(*(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row.values()))
+    console.print(table)
+    return 0
+
+
+# -------------------------------------------------------------------- parser
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="vtakit", description="VTA-style accelerator workbench")
+    sub = p.add_subparsers(dest="command", required=True)
+    config_help = "preset name or JSON file (default pynq)"
+
+    c = sub.add_parser("config", help="show a configuration or list the presets")
+    c.add_argument("name", nargs="?", help=config_help)
+    c.add_argument("--json", action="store_true", help="print vtakit's JSON format")
+    c.add_argument("--list", action="store_true", help="list the presets")
+    c.set_defaults(func=cmd_config)
+
+    a = sub.add_parser("asm", help="assemble a listing into 16-byte instruction words")
+    a.add_argument("source")
+    a.add_argument("-o", "--output", help="output file (default: SOURCE with .bin)")
+    a.add_argument("--config", help=config_help)
+    a.set_defaults(func=cmd_asm)
+
+    d = sub.add_parser("disasm", help="list the instructions of a .bin or program image .npz")
+    d.add_argument("program")
+    d.add_argument("--config", help=config_help + "; images carry their own")
+    d.add_argument("--uops", action="store_true", help="also list the micro-ops each LOAD.UOP loads")
+    d.set_defaults(func=cmd_disasm)
+
+    s = sub.add_parser("sim", help="run a program image (.npz) on a simulator")
+    s.add_argument("program")
+    s.add_argument("--model", default="cycle", choices=["cycle", "functional", "sim", "fsim"])
+    s.add_argument("--config", help="check the image was built for this configuration")
+    s.add_argument("--trace", help="write a Chrome/Perfetto trace JSON here")
+    s.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    s.add_argument("-o", "--output", help="write the final DRAM to this .npz")
+    s.add_argument("--timeout", type=float, help="give up after this many seconds")
+    s.set_defaults(func=cmd_sim)
+
+    m = sub.add_parser("demo", help="run the built-in demo on the cycle model")
+    m.add_argument("--config", help=config_help)
+    m.add_argument("--tiles", type=int, default=8)
+    m.add_argument("--trace", default="out/demo_trace.json")
+    m.add_argument("--save", help="also save the program image (.npz)")
+    m.set_defaults(func=cmd_demo)
+
+    b = sub.add_parser("bench", help="measure and print figures")
+    b.add_argument("what", choices=["sim", "isa"])
+    b.add_argument("--config", help=config_help)
+    b.add_argument("--programs", help="sim: comma-separated benchmark programs")
+    b.add_argument("--models", default="functional,cycle", help="sim: comma-separated models")
+    b.add_argument("--count", type=int, default=100_000, help="isa: instructions")
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_bench)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except VtaError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1

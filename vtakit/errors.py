@@ -1,0 +1,114 @@
+"""One error hierarchy for the whole toolkit.
+
+Every error a user can provoke with bad input is a `VtaError` whose message is a
+single line saying what is wrong and where (the config field, the instruction
+index, the ONNX node).  The CLI prints that line and exits non-zero; library
+callers can catch the precise subclass and read the structured attributes.
+"""
+
+from __future__ import annotations
+
+
+class VtaError(Exception):
+    """Base class of every vtakit error."""
+
+
+class ConfigError(VtaError):
+    """A hardware configuration that cannot work; `field` names the culprit."""
+
+    def __init__(self, message: str, *, field: str | None = None):
+        self.field = field
+        self.detail = message
+        super().__init__(f"config field {field!r}: {message}" if field else message)
+
+
+class IsaError(VtaError):
+    """An instruction that cannot be encoded, decoded or assembled."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str | None = None,
+        insn_index: int | None = None,
+        line: int | None = None,
+    ):
+        self.field = field
+        self.insn_index = insn_index
+        self.line = line
+        where = []
+        if line is not None:
+            where.append(f"line {line}")
+        if insn_index is not None:
+            where.append(f"instruction {insn_index}")
+        if field is not None:
+            where.append(f"field {field!r}")
+        prefix = ", ".join(where)
+        super().__init__(f"{prefix}: {message}" if prefix else message)
+
+
+class SimError(VtaError):
+    """A program that the accelerator cannot execute (bad address, opcode, ...)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        insn_index: int | None = None,
+        field: str | None = None,
+        mnemonic: str | None = None,
+    ):
+        self.insn_index = insn_index
+        self.field = field
+        self.mnemonic = mnemonic
+        where = ""
+        if insn_index is not None:
+            where = f"instruction {insn_index}"
+            if mnemonic:
+                where += f" ({mnemonic})"
+            if field:
+                where += f", field {field!r}"
+            where += ": "
+        elif field:
+            where = f"field {field!r}: "
+        super().__init__(where + message)
+
+
+class DeadlockError(VtaError):
+    """The modules wait on each other forever; `stuck` maps module -> description."""
+
+    def __init__(self, message: str, *, stuck: dict[str, str], cycle: int | None = None):
+        self.stuck = stuck
+        self.cycle = cycle
+        super().__init__(message)
+
+
+class CompileError(VtaError):
+    """A network or operator the compiler cannot lower; names the node and op."""
+
+    def __init__(self, message: str, *, node: str | None = None, op: str | None = None):
+        self.node = node
+        self.op = op
+        where = ""
+        if node or op:
+            where = f"node {node!r}" if node else ""
+            if op:
+                where += f" ({op})" if where else f"op {op}"
+            where += ": "
+        super().__init__(where + message)
+
+
+class RtlError(VtaError):
+    """An RTL build or simulation failure; carries the tail of the tool's log."""
+
+    def __init__(self, message: str, *, log_tail: str = ""):
+        self.log_tail = log_tail
+        super().__init__(message)
+
+
+class DeviceError(VtaError):
+    """A device (simulator, RTL, board) failed to run a program."""
+
+
+class DeviceTimeout(DeviceError):
+    """A run did not finish within its time or cycle budget."""

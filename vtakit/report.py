@@ -1,0 +1,71 @@
+"""Rich tables for what the CLI prints: configurations and run statistics."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from vtakit.isa.config import HwConfig
+from vtakit.sim.stats import RunStats
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    return str(v)
+
+
+def config_table(cfg: HwConfig) -> Table:
+    table = Table(title=f"configuration {cfg.label}", show_header=True)
+    table.add_column("parameter")
+    table.add_column("value", justify="right")
+    for key, value in cfg.summary().items():
+        table.add_row(key, _fmt(value))
+    return table
+
+
+def presets_table(presets: dict[str, HwConfig]) -> Table:
+    table = Table(title="presets")
+    for col in ("name", "target", "GEMM", "clock MHz", "bus B/cycle", "peak GOPS", "inp/wgt/acc depth",
+                "MUL"):
+        table.add_column(col, justify="right" if col not in ("name", "target") else "left")
+    for name, c in presets.items():
+        table.add_row(name, c.target, f"{c.batch}x{c.block_in}x{c.block_out}", _fmt(c.clock_mhz),
+                      str(c.bus_bytes), _fmt(c.peak_gops), f"{c.inp_depth}/{c.wgt_depth}/{c.acc_depth}",
+                      "yes" if c.alu_mul else "no")
+    return table
+
+
+def stats_tables(stats: RunStats) -> list[Table]:
+    """A summary table and, for timed models, a per-module cycle breakdown."""
+    summary = Table(title=f"{stats.model} model, config {stats.config.label}", show_header=False)
+    summary.add_column("what")
+    summary.add_column("value", justify="right")
+    rows = [("instructions executed", stats.insns)]
+    if stats.cycles is not None:
+        rows += [("cycles", stats.cycles),
+                 ("time at clock (ms)", stats.seconds * 1e3),
+                 ("GEMM utilization", f"{stats.utilization * 100:.1f} %"),
+                 ("GOPS", stats.gops)]
+    rows += [("GEMM micro-ops (MAC)", stats.gemm_uops), ("GEMM reset micro-ops", stats.gemm_reset_uops),
+             ("ALU micro-ops", stats.alu_uops), ("MACs", stats.macs)]
+    rows += [(f"bytes read {k}", v) for k, v in sorted(stats.bytes_read.items())]
+    rows += [(f"bytes written {k}", v) for k, v in sorted(stats.bytes_written.items())]
+    rows += [("wall time (s)", stats.wall_s)]
+    if stats.sim_uops_per_s:
+        rows.append(("simulated GEMM micro-ops / s", stats.sim_uops_per_s))
+    for k, v in rows:
+        summary.add_row(k, _fmt(v))
+    tables = [summary]
+    if stats.modules:
+        mods = Table(title="cycles per module")
+        for col in ("module", "insns", "busy", "stall token", "stall memory", "stall queue", "idle",
+                    "busy %"):
+            mods.add_column(col, justify="left" if col == "module" else "right")
+        for name, m in stats.modules.items():
+            share = 100.0 * m.busy / stats.cycles if stats.cycles else 0.0
+            mods.add_row(name, _fmt(m.insns), _fmt(m.busy), _fmt(m.stall_token), _fmt(m.stall_memory),
+                         _fmt(m.stall_queue), _fmt(m.idle), f"{share:.1f}")
+        tables.append(mods)
+    return tables
