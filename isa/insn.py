@@ -7,7 +7,7 @@ ordinary fields on every instruction.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Union
 
 from vtakit.isa.opcodes import MEM_MNEMONIC, AluOp, MemId, Module, Opcode, module_of
@@ -159,13 +159,3 @@ class Uop:
 Insn = Union[Load, Store, Gemm, Alu, Finish]
 INSN_TYPES = (Load, Store, Gemm, Alu, Finish)
 
-
-def insn_fields(insn: Insn) -> dict[str, int]:
-    """The instruction's bit-field values by layout field name."""
-    values = {k: int(v) for k, v in asdict(insn).items()}
-    values["opcode"] = int(insn.opcode)
-    if isinstance(insn, (Load, Store)):
-        values["mem_id"] = values.pop("mem")
-    elif isinstance(insn, Alu):
-        values["alu_opcode"] = values.pop("op")
-    return values

@@ -30,6 +30,8 @@ _CHUNK = 4096
 
 def loop_indices(base: np.ndarray, it_out: int, it_in: int, f_out: int, f_in: int) -> np.ndarray:
     """Flat buffer indices in execution order (outer, inner, micro-op)."""
+    if it_out == 1 and it_in == 1:
+        return base
     outer = (np.arange(it_out, dtype=np.int64) * f_out)[:, None, None]
     inner = (np.arange(it_in, dtype=np.int64) * f_in)[None, :, None]
     return (base[None, None, :] + outer + inner).reshape(-1)

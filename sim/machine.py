@@ -38,6 +38,9 @@ class Machine:
         # Float mirrors of the GEMM operands, kept in step by every load.
         self.inp_f = np.zeros(self.inp.shape, dtype=self._gemm.float_dtype)
         self.wgt_f = np.zeros(self.wgt.shape, dtype=self._gemm.float_dtype)
+        # Per memory type, indexed by mem_id: hot-path lookups without enum calls.
+        self._elem_bytes = [cfg.elem_bytes(m) for m in MemId]
+        self._depth = [cfg.depth(m) for m in MemId]
         self.tokens = [0, 0, 0, 0]
         """Tokens waiting in the four dependency queues (see decoded.QUEUE_NAMES)."""
 
@@ -62,13 +65,15 @@ class Machine:
     # ------------------------------------------------------------- load/store
     def _dram_rows(self, mem: int, dram_base: int, y: int, x: int, stride: int, writeable: bool):
         """A (y, x * elem_bytes) byte view of the DRAM rows an instruction touches."""
-        eb = self.cfg.elem_bytes(mem)
+        eb = self._elem_bytes[mem]
         start = dram_base * eb
         end = start + ((y - 1) * stride + x) * eb
         if end > self.dram.size:
             raise _Fault(f"DRAM bytes [{start:#x}, {end:#x}) run past the end of DRAM "
                          f"({self.dram.size:#x} bytes)", "dram_base")
         base = self.dram[start:end]
+        if stride == x or y == 1:
+            return base.reshape(y, x * eb)
         return as_strided(base, shape=(y, x * eb), strides=(stride * eb, 1), writeable=writeable)
 
     def _load(self, args, counters: Counters) -> None:
@@ -77,7 +82,7 @@ class Machine:
             return
         rows, cols = yp0 + y + yp1, xp0 + x + xp1
         total = rows * cols
-        depth = self.cfg.depth(mem)
+        depth = self._depth[mem]
         if sram + total > depth:
             raise _Fault(f"writes {MemId(mem).name} buffer entries [{sram}, {sram + total}), "
                          f"beyond its {depth} entries", "sram_base")
@@ -122,7 +127,7 @@ class Machine:
             raise _Fault(f"reads accumulator entries [{sram}, {sram + total}), beyond its "
                          f"{cfg.acc_depth} entries", "sram_base")
         out = self.acc[sram:sram + total].astype(cfg.out_dtype.newbyteorder("<"))
-        rows = out.view(np.uint8).reshape(y, x * cfg.elem_bytes(MemId.OUT))
+        rows = out.view(np.uint8).reshape(y, x * self._elem_bytes[MemId.OUT])
         view = self._dram_rows(mem, dram_base, y, x, stride, True)
         if stride >= x or y == 1:
             view[...] = rows

@@ -13,6 +13,7 @@ from vtakit.isa.config import HwConfig
 from vtakit.isa.opcodes import MemId
 
 MODULE_NAMES = ("fetch", "load", "compute", "store")
+_MEM_NAMES = [m.name for m in MemId]
 
 
 @dataclass
@@ -43,11 +44,11 @@ class Counters:
     bytes_written: dict[str, int] = field(default_factory=dict)
 
     def read(self, mem: int, nbytes: int) -> None:
-        key = MemId(mem).name
+        key = _MEM_NAMES[mem]
         self.bytes_read[key] = self.bytes_read.get(key, 0) + nbytes
 
     def wrote(self, mem: int, nbytes: int) -> None:
-        key = MemId(mem).name
+        key = _MEM_NAMES[mem]
         self.bytes_written[key] = self.bytes_written.get(key, 0) + nbytes
 
 
