@@ -14,8 +14,8 @@ from vtakit.isa.opcodes import MEM_MNEMONIC, AluOp, MemId, Module, Opcode, modul
 
 
 @dataclass(frozen=True, slots=True)
-class Load:
-    """2-D DMA from DRAM into an on-chip buffer, with zero padding."""
+class _MemInsn:
+    """Fields LOAD and STORE share (one layout in ISA.md)."""
 
     mem: MemId
     sram_base: int
@@ -31,6 +31,15 @@ class Load:
     pop_next: bool = False
     push_prev: bool = False
     push_next: bool = False
+
+    @property
+    def mnemonic(self) -> str:
+        return f"{self.opcode.name}.{MEM_MNEMONIC[MemId(self.mem)]}"
+
+
+@dataclass(frozen=True, slots=True)
+class Load(_MemInsn):
+    """2-D DMA from DRAM into an on-chip buffer, with zero padding."""
 
     opcode = Opcode.LOAD
 
@@ -38,39 +47,13 @@ class Load:
     def module(self) -> Module:
         return module_of(Opcode.LOAD, self.mem)
 
-    @property
-    def mnemonic(self) -> str:
-        return f"LOAD.{MEM_MNEMONIC[MemId(self.mem)]}"
-
 
 @dataclass(frozen=True, slots=True)
-class Store:
+class Store(_MemInsn):
     """2-D strided store of accumulator entries, truncated to the output width."""
 
-    mem: MemId
-    sram_base: int
-    dram_base: int
-    y_size: int
-    x_size: int
-    x_stride: int
-    y_pad_0: int = 0
-    y_pad_1: int = 0
-    x_pad_0: int = 0
-    x_pad_1: int = 0
-    pop_prev: bool = False
-    pop_next: bool = False
-    push_prev: bool = False
-    push_next: bool = False
-
     opcode = Opcode.STORE
-
-    @property
-    def module(self) -> Module:
-        return Module.STORE
-
-    @property
-    def mnemonic(self) -> str:
-        return f"STORE.{MEM_MNEMONIC[MemId(self.mem)]}"
+    module = Module.STORE
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ import numpy as np
 from vtakit.errors import IsaError
 from vtakit.isa.config import HwConfig
 from vtakit.isa.encoding import decode_program, encode_program, encode_uops
-from vtakit.isa.insn import Insn, Uop
+from vtakit.isa.insn import Finish, Insn, Load, Uop
 from vtakit.isa.layout import INSN_BYTES
 from vtakit.isa.opcodes import MemId
 
@@ -158,6 +158,21 @@ class ProgramBuilder:
 
     def emit(self, *insns: Insn) -> None:
         self.insns.extend(insns)
+
+    def finish(self, *, load_pops: int = 0, compute_pops: int = 0) -> None:
+        """End the program leaving every token queue empty.
+
+        The load module pops the `load_pops` tokens compute still owes it and
+        hands compute one token; compute pops the `compute_pops` tokens the store
+        module pushed back; FINISH waits for both.  No-op LOADs (x_size 0) carry
+        the tokens.
+        """
+        for _ in range(load_pops):
+            self.emit(Load(MemId.INP, 0, 0, 0, 0, 0, pop_next=True))
+        self.emit(Load(MemId.INP, 0, 0, 0, 0, 0, push_next=True))
+        for _ in range(compute_pops - 1):
+            self.emit(Load(MemId.UOP, 0, 0, 0, 0, 0, pop_next=True))
+        self.emit(Finish(pop_prev=True, pop_next=compute_pops > 0))
 
     def build(self, dram_bytes: int | None = None) -> ProgramImage:
         code = encode_program(self.insns, self.cfg)

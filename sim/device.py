@@ -56,6 +56,7 @@ def execute(machine: Machine, insn_addr: int, insn_count: int, *, model: str = "
         recorder = TraceRecorder(cfg.clock_mhz, time_unit="cycles" if model == "cycle" else "steps",
                                  title=f"vtakit {model} model, {cfg.label}")
     cycles, modules = None, {}
+    machine.deadline = time.monotonic() + timeout_s if timeout_s else None
     try:
         if model == "cycle":
             cycles, modules = run_cycle(prog, machine, counters, insn_addr, recorder, timeout_s)

@@ -26,6 +26,7 @@ from vtakit.isa.opcodes import AluOp
 
 _GROUPED_MIN_ROWS = 8
 _CHUNK = 4096
+_CHUNK_UOPS = 1 << 18
 
 
 def loop_indices(base: np.ndarray, it_out: int, it_in: int, f_out: int, f_in: int) -> np.ndarray:
@@ -35,6 +36,25 @@ def loop_indices(base: np.ndarray, it_out: int, it_in: int, f_out: int, f_in: in
     outer = (np.arange(it_out, dtype=np.int64) * f_out)[:, None, None]
     inner = (np.arange(it_in, dtype=np.int64) * f_in)[None, :, None]
     return (base[None, None, :] + outer + inner).reshape(-1)
+
+
+def loop_chunks(it_out: int, it_in: int, n_uops: int, limit: int | None = None):
+    """Split a loop nest, in execution order, into (outer start, outer count, inner
+    start, inner count) pieces of at most `limit` micro-ops (fewer for huge loops
+    only when one micro-op range exceeds it), so memory stays bounded."""
+    limit = limit or _CHUNK_UOPS
+    per_outer = it_in * n_uops
+    if it_out * per_outer <= limit:
+        yield 0, it_out, 0, it_in
+    elif per_outer <= limit:
+        step = limit // per_outer
+        for o0 in range(0, it_out, step):
+            yield o0, min(step, it_out - o0), 0, it_in
+    else:
+        step = max(1, limit // n_uops)
+        for o in range(it_out):
+            for i0 in range(0, it_in, step):
+                yield o, 1, i0, min(step, it_in - i0)
 
 
 def loop_max(base: np.ndarray, it_out: int, it_in: int, f_out: int, f_in: int) -> int:

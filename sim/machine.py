@@ -9,15 +9,17 @@ instruction and field, before any state changes.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from vtakit.errors import SimError
+from vtakit.errors import DeviceTimeout, SimError
 from vtakit.isa.config import HwConfig
 from vtakit.isa.encoding import uop_columns
 from vtakit.isa.opcodes import MemId, Opcode
 from vtakit.sim.decoded import DecodedProgram
-from vtakit.sim.kernels import GemmKernel, alu_run, loop_indices, loop_max
+from vtakit.sim.kernels import GemmKernel, alu_run, loop_chunks, loop_indices, loop_max
 from vtakit.sim.stats import Counters
 
 
@@ -43,6 +45,8 @@ class Machine:
         self._depth = [cfg.depth(m) for m in MemId]
         self.tokens = [0, 0, 0, 0]
         """Tokens waiting in the four dependency queues (see decoded.QUEUE_NAMES)."""
+        self.deadline: float | None = None
+        """time.monotonic() after which a long instruction gives up (DeviceTimeout)."""
 
     # ----------------------------------------------------------------- dispatch
     def execute(self, prog: DecodedProgram, i: int, counters: Counters) -> None:
@@ -147,17 +151,20 @@ class Machine:
         cfg = self.cfg
         d0, s0, w0 = self._uop_range(bgn, end)
         _check_range(d0, it_out, it_in, dfo, dfi, cfg.acc_depth, "dst", "accumulator")
-        dst = loop_indices(d0, it_out, it_in, dfo, dfi)
-        if reset:
-            self.acc[dst] = 0
-            counters.gemm_reset_uops += dst.size
-            return
-        _check_range(s0, it_out, it_in, sfo, sfi, cfg.inp_depth, "src", "input")
-        _check_range(w0, it_out, it_in, wfo, wfi, cfg.wgt_depth, "wgt", "weight")
-        src = loop_indices(s0, it_out, it_in, sfo, sfi)
-        wgt = loop_indices(w0, it_out, it_in, wfo, wfi)
-        self._gemm.accumulate(self.acc, self.inp_f, self.wgt_f, dst, src, wgt)
-        counters.gemm_uops += dst.size
+        if not reset:
+            _check_range(s0, it_out, it_in, sfo, sfi, cfg.inp_depth, "src", "input")
+            _check_range(w0, it_out, it_in, wfo, wfi, cfg.wgt_depth, "wgt", "weight")
+        for o0, n_out, i0, n_in in loop_chunks(it_out, it_in, end - bgn):
+            self._check_deadline()
+            dst = loop_indices(d0 + (o0 * dfo + i0 * dfi), n_out, n_in, dfo, dfi)
+            if reset:
+                self.acc[dst] = 0
+                counters.gemm_reset_uops += dst.size
+                continue
+            src = loop_indices(s0 + (o0 * sfo + i0 * sfi), n_out, n_in, sfo, sfi)
+            wgt = loop_indices(w0 + (o0 * wfo + i0 * wfi), n_out, n_in, wfo, wfi)
+            self._gemm.accumulate(self.acc, self.inp_f, self.wgt_f, dst, src, wgt)
+            counters.gemm_uops += dst.size
 
     def _alu_insn(self, args, counters: Counters) -> None:
         (_, reset, bgn, end, it_out, it_in, dfo, dfi, sfo, sfi, op, use_imm, imm) = args
@@ -166,17 +173,24 @@ class Machine:
         cfg = self.cfg
         d0, s0, _ = self._uop_range(bgn, end)
         _check_range(d0, it_out, it_in, dfo, dfi, cfg.acc_depth, "dst", "accumulator")
-        dst = loop_indices(d0, it_out, it_in, dfo, dfi)
-        counters.alu_uops += dst.size
-        acc2d = self.acc.reshape(cfg.acc_depth, -1)
-        if reset:
-            acc2d[dst] = 0
-            return
-        src = None
-        if not use_imm:
+        tensor = not reset and not use_imm
+        if tensor:
             _check_range(s0, it_out, it_in, sfo, sfi, cfg.acc_depth, "src", "accumulator")
-            src = loop_indices(s0, it_out, it_in, sfo, sfi)
-        alu_run(acc2d, op, dst, src, imm, cfg.shr_arg_bits)
+        acc2d = self.acc.reshape(cfg.acc_depth, -1)
+        # Chunks run in loop order, so the sequential semantics carry across them.
+        for o0, n_out, i0, n_in in loop_chunks(it_out, it_in, end - bgn):
+            self._check_deadline()
+            dst = loop_indices(d0 + (o0 * dfo + i0 * dfi), n_out, n_in, dfo, dfi)
+            counters.alu_uops += dst.size
+            if reset:
+                acc2d[dst] = 0
+                continue
+            src = loop_indices(s0 + (o0 * sfo + i0 * sfi), n_out, n_in, sfo, sfi) if tensor else None
+            alu_run(acc2d, op, dst, src, imm, cfg.shr_arg_bits)
+
+    def _check_deadline(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise DeviceTimeout("simulation exceeded its time limit inside one instruction")
 
 
 class _Fault(Exception):

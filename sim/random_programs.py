@@ -17,7 +17,7 @@ from dataclasses import replace
 import numpy as np
 
 from vtakit.isa.config import HwConfig
-from vtakit.isa.insn import Alu, Finish, Gemm, Insn, Load, Store
+from vtakit.isa.insn import Alu, Gemm, Insn, Load, Store
 from vtakit.isa.opcodes import AluOp, MemId
 from vtakit.isa.program import ProgramBuilder, ProgramImage
 
@@ -166,13 +166,8 @@ def random_program(cfg: HwConfig, seed: int, tasks: int | None = None) -> Progra
         stores[0] = _with(stores[0], pop_prev=True)
         stores[-1] = _with(stores[-1], push_prev=True)
         b.emit(*stores)
-    # Drain the tokens still in flight so every queue ends empty.
-    for _ in range(min(tasks, 2)):
-        b.emit(Load(MemId.INP, 0, 0, 0, 0, 0, pop_next=True))
-    b.emit(Load(MemId.WGT, 0, 0, 0, 0, 0, push_next=True))
-    for _ in range(min(tasks, 2) - 1):
-        b.emit(Load(MemId.UOP, 0, 0, 0, 0, 0, pop_next=True))
-    b.emit(Finish(pop_prev=True, pop_next=True))
+    # The last two tasks' buffer releases are still queued.
+    b.finish(load_pops=min(tasks, 2), compute_pops=min(tasks, 2))
     return b.build()
 
 

@@ -56,7 +56,10 @@ def static_costs(cfg: HwConfig, opcode: np.ndarray, mem: dict[str, np.ndarray],
     idx = np.flatnonzero(is_mem)
     if idx.size:
         eb = elem_bytes_table(cfg)[np.minimum(mem["mem_id"][idx], 7)]
-        y, x, stride = mem["y_size"][idx], mem["x_size"][idx], mem["x_stride"][idx]
+        # A LOAD or STORE that executes moves at most a buffer's worth of rows;
+        # larger ones fail when they run, so their cost need not be exact.
+        y = np.minimum(mem["y_size"][idx], max(cfg.depth(m) for m in MemId))
+        x, stride = mem["x_size"][idx], mem["x_stride"][idx]
         xp = mem["x_pad_0"][idx] + mem["x_pad_1"][idx]
         yp = mem["y_pad_0"][idx] + mem["y_pad_1"][idx]
         pad_elems = yp * (x + xp) + y * xp

@@ -18,7 +18,7 @@ import numpy as np
 
 from vtakit.errors import ConfigError
 from vtakit.isa.config import HwConfig
-from vtakit.isa.insn import Alu, Finish, Gemm, Load, Store
+from vtakit.isa.insn import Alu, Gemm, Load, Store
 from vtakit.isa.opcodes import AluOp, MemId
 from vtakit.isa.program import ProgramBuilder, ProgramImage
 
@@ -107,13 +107,8 @@ def conv_tiles_program(cfg: HwConfig, tile: ConvTile = ConvTile(), tiles: int = 
         # store module
         b.emit(Store(MemId.OUT, acc_base, out_addr + k * acc_elems, 1, acc_elems, acc_elems,
                      pop_prev=True, push_prev=True))
-    # Drain the tokens still in flight so the queues end empty.
-    for _ in range(min(tiles, 2)):
-        b.emit(Load(MemId.INP, 0, 0, 0, 0, 0, pop_next=True))
-    b.emit(Load(MemId.INP, 0, 0, 0, 0, 0, push_next=True))
-    for _ in range(min(tiles, 2) - 1):
-        b.emit(Load(MemId.UOP, 0, 0, 0, 0, 0, pop_next=True))
-    b.emit(Finish(pop_prev=True, pop_next=True))
+    # The last two tiles' buffer releases are still queued.
+    b.finish(load_pops=min(tiles, 2), compute_pops=min(tiles, 2))
     return b.build()
 
 

@@ -140,3 +140,11 @@ def test_timeout(model):
                              tiles=600)
     with pytest.raises(DeviceTimeout, match="exceeded"):
         sim.run_image(img, model=model, timeout_s=1e-9)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_timeout_inside_one_huge_instruction(model):
+    """2 x 10^12 micro-ops: memory stays bounded and the time limit still holds."""
+    img = _image([Gemm(0, 8192, iter_out=16383, iter_in=16383), Finish()])
+    with pytest.raises(DeviceTimeout, match="inside one instruction"):
+        sim.run_image(img, model=model, timeout_s=0.3)

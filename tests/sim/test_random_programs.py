@@ -6,16 +6,24 @@ import pytest
 from reference import reference_image
 
 import vtakit.sim as sim
-from vtakit.isa import HwConfig
+from vtakit.isa import Alu, AluOp, Gemm, HwConfig, Load, MemId, Store
+from vtakit.sim import kernels
 from vtakit.sim.random_programs import random_program
 
 SEEDS = {"pynq": range(150), "1x8": range(50), "2x16": range(50), "1x32": range(30)}
+# Configurations no preset uses: wide elements, a narrow accumulator, odd shapes.
+CUSTOM = {
+    "i16w16": HwConfig.preset("1x8").replace(inp_bits=16, wgt_bits=16),
+    "acc16": HwConfig.preset("1x8").replace(acc_bits=16),
+    "out16": HwConfig.preset("1x8").replace(inp_bits=16, out_bits=16),
+    "4x8x8": HwConfig.preset("1x8").replace(batch=4),
+    "1x16x32": HwConfig.preset("1x8").replace(block_in=16, block_out=32, wgt_buff_bytes=1 << 17),
+}
+CASES = [(HwConfig.preset(n), s) for n, seeds in SEEDS.items() for s in seeds]
+CASES += [(cfg, s) for cfg in CUSTOM.values() for s in range(12)]
 
 
-@pytest.mark.parametrize("name, seed", [(n, s) for n, seeds in SEEDS.items() for s in seeds])
-def test_models_match_reference(name, seed):
-    cfg = HwConfig.preset(name)
-    img = random_program(cfg, seed)
+def _check(img):
     expected = reference_image(img)
     fstats, fdram = sim.run_image(img, model="functional")
     cstats, cdram = sim.run_image(img, model="cycle")
@@ -27,10 +35,20 @@ def test_models_match_reference(name, seed):
     assert cstats.cycles > 0
 
 
+@pytest.mark.parametrize("cfg, seed", CASES, ids=[f"{c.label}-{s}" for c, s in CASES])
+def test_models_match_reference(cfg, seed):
+    _check(random_program(cfg, seed))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_chunked_loops_keep_sequential_semantics(seed, monkeypatch):
+    """Long loops run in pieces; cutting every few micro-ops must not change results."""
+    monkeypatch.setattr(kernels, "_CHUNK_UOPS", 5)
+    _check(random_program(HwConfig.preset("pynq"), 1000 + seed))
+
+
 def test_generator_exercises_every_feature():
     """Across a few seeds the generator emits every instruction kind and hazard."""
-    from vtakit.isa import Alu, AluOp, Gemm, Load, MemId, Store
-
     cfg = HwConfig.preset("1x8")
     seen = set()
     for seed in range(20):

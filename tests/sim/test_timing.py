@@ -124,12 +124,7 @@ def test_double_buffered_pipeline_hides_load_and_store(tiles):
             b.emit(Gemm(0, n_uop, pop_prev=True, pop_next=k >= 2, push_prev=True, push_next=True))
             b.emit(Store(MemId.OUT, half * 1024, out + k * n_out, 1, n_out, n_out, pop_prev=True,
                          push_prev=True))
-        for _ in range(min(tiles, 2)):
-            b.emit(Load(MemId.INP, 0, 0, 0, 0, 0, pop_next=True))
-        b.emit(Load(MemId.INP, 0, 0, 0, 0, 0, push_next=True))
-        for _ in range(min(tiles, 2) - 1):
-            b.emit(Load(MemId.UOP, 0, 0, 0, 0, 0, pop_next=True))
-        b.emit(Finish(pop_prev=True, pop_next=True))
+        b.finish(load_pops=min(tiles, 2), compute_pops=min(tiles, 2))
 
     stats, img = _run(PYNQ, build)
     t0 = _fetch_hold(img.insn_count)
