@@ -1,0 +1,168 @@
+"""Default schedules: knobs picked by an analytical cost model, not by tuning.
+
+For a convolution, every combination of tile sizes, loop order, virtual-thread
+axis and weight hoisting that fits the on-chip buffers is scored with a model
+of the cycle simulator's rules: compute-module cycles (GEMM micro-ops, resets,
+ALU epilogue, instruction overheads), memory-port cycles (every transfer's
+bursts and beats, counting reloads the loop order implies), and, without
+virtual threads, transfers that cannot overlap compute.  The cheapest wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import product
+
+from vtakit.errors import CompileError
+from vtakit.compiler.templates import ConvKnobs, EltwiseKnobs
+from vtakit.isa.config import HwConfig
+
+_INSN_OVERHEAD = 8          # issue + pipeline drain + fetch share, per GEMM/ALU instruction
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    """A convolution in blocks: everything the cost model needs."""
+
+    nb: int
+    icb: int
+    ocb: int
+    h: int
+    w: int
+    kh: int
+    kw: int
+    stride: int
+    pad: int
+    epilogue_ops: int = 0   # ALU passes over each output tile (bias, shift, clip)
+    planes: int = 1         # 4 when the int32 result leaves as byte planes
+
+    @property
+    def oh(self) -> int:
+        return (self.h + 2 * self.pad - self.kh) // self.stride + 1
+
+    @property
+    def ow(self) -> int:
+        return (self.w + 2 * self.pad - self.kw) // self.stride + 1
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _candidates(n: int, cap: int | None = None) -> list[int]:
+    """Tile sizes worth trying for an extent: powers of two, even splits, the extent itself."""
+    cap = min(n, cap or n)
+    vals = {1, cap}
+    p = 1
+    while p <= cap:
+        vals.add(p)
+        p *= 2
+    for parts in range(1, 9):
+        vals.add(min(cap, _ceil(n, parts)))
+    return sorted(v for v in vals if v >= 1)
+
+
+def _row_cycles(cfg: HwConfig, nbytes: int) -> float:
+    """Port cycles of one contiguous run (bursts from an aligned start)."""
+    return _ceil(nbytes, cfg.burst_bytes) * cfg.mem_latency + _ceil(nbytes, cfg.bus_bytes)
+
+
+def conv_cost(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> float | None:
+    """Estimated cycles of a convolution schedule, or None if it does not fit."""
+    t_oc, t_oh, t_ow, t_ic = k.tile_oc, k.tile_oh, k.tile_ow, k.tile_ic
+    n_oc, n_oh, n_ow, n_ic = _ceil(s.ocb, t_oc), _ceil(s.oh, t_oh), _ceil(s.ow, t_ow), _ceil(s.icb, t_ic)
+    vt = k.vthreads
+    vt_tiles = n_oc if k.vthread_axis == "oc" else n_oh
+    if vt > 1 and vt_tiles < vt:
+        return None
+    if k.hoist_weights and n_ic > 1:
+        return None
+    rows = (t_oh - 1) * s.stride + s.kh
+    cols = (t_ow - 1) * s.stride + s.kw
+    dense_rows = s.kh == 1 and s.stride > 1
+    inp_tile = t_ic * (t_oh if dense_rows else rows) * cols
+    wgt_tile = t_oc * t_ic * s.kh * s.kw
+    acc_tile = t_oc * t_oh * t_ow
+    copies_w = 1 if (k.hoist_weights and k.vthread_axis == "oh" and k.order == "oc") else vt
+    kernel = t_oc * t_ic * s.kh * s.kw
+    if (inp_tile * vt > cfg.inp_depth or wgt_tile * copies_w > cfg.wgt_depth
+            or (acc_tile + t_oc) * vt > cfg.acc_depth or kernel * 2 * vt > cfg.uop_depth
+            or t_oh * t_ow > 16383 or cols > 65535 or kernel > 16383):
+        return None
+    tiles = s.nb * n_oc * n_oh * n_ow
+    steps = tiles * n_ic
+    eb_inp, eb_wgt, eb_out = (cfg.elem_bytes(m) for m in (2, 1, 4))
+    # Memory port: input rows per reduction step, weights as the order reuses them, outputs.
+    data_rows = t_ic * min(t_oh if dense_rows else rows, s.h)
+    inp_cycles = data_rows * _row_cycles(cfg, min(cols, s.w) * eb_inp)
+    wgt_step = t_oc * _row_cycles(cfg, t_ic * s.kh * s.kw * eb_wgt)
+    if k.hoist_weights:
+        weight_loads = s.nb * n_oc * (1 if k.order == "oc" else n_oh * n_ow)
+        if k.vthread_axis == "oc" or k.order != "oc":
+            weight_loads = max(weight_loads, s.nb * n_oc)
+    else:
+        weight_loads = steps
+    if k.vthread_axis == "oc" and k.order == "oc" and vt > 1:
+        pass  # each thread loads its own input tiles: counted per step already
+    out_runs = t_oc * (1 if t_ow == s.ow else t_oh)
+    store_cycles = out_runs * _row_cycles(cfg, acc_tile // out_runs * eb_out) * s.planes
+    port = steps * inp_cycles + weight_loads * wgt_step + tiles * store_cycles
+    # Compute module: GEMM micro-ops, resets and epilogue passes, instruction overheads.
+    gemm = steps * (t_oh * t_ow * kernel + _INSN_OVERHEAD)
+    tile_ops = tiles * (acc_tile * (1 + s.epilogue_ops + (s.planes - 1)) + _INSN_OVERHEAD * (2 + s.epilogue_ops))
+    uop_loads = tiles * 2 * (_row_cycles(cfg, kernel * 4) + 1)
+    compute = gemm + tile_ops + uop_loads
+    first = inp_cycles + wgt_step
+    last = store_cycles
+    if vt > 1:
+        return max(compute, port) + first + last + 0.02 * min(compute, port)
+    # One thread: a step's loads cannot overlap its own compute.
+    loads = steps * inp_cycles + weight_loads * wgt_step
+    return compute + loads + last
+
+
+def conv_shape(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, kh: int, kw: int,
+               stride: int, pad: int, epilogue_ops: int, planes: int) -> ConvShape:
+    return ConvShape(_ceil(n, cfg.batch), _ceil(c_in, cfg.block_in), _ceil(c_out, cfg.block_out),
+                     h, w, kh, kw, stride, pad, epilogue_ops, planes)
+
+
+def default_conv_knobs(cfg: HwConfig, s: ConvShape, vthreads: int | None = None) -> ConvKnobs:
+    """The knobs with the lowest estimated cycles; CompileError if nothing fits."""
+    best: tuple[float, ConvKnobs] | None = None
+    vt_options = [vthreads] if vthreads else [2, 1]
+    for t_oc, t_ic, t_oh, t_ow in product(_candidates(s.ocb), _candidates(s.icb), _candidates(s.oh),
+                                          _candidates(s.ow)):
+        for order, axis, vt, hoist in product(("oc", "sp"), ("oh", "oc"), vt_options, (False, True)):
+            if vt == 1 and axis == "oc":
+                continue
+            k = ConvKnobs(t_oc, t_oh, t_ow, t_ic, order, axis, vt, hoist)
+            cost = conv_cost(cfg, s, k)
+            if cost is not None and (best is None or cost < best[0]):
+                best = (cost, k)
+    if best is None:
+        raise CompileError(f"no tiling of this convolution fits the buffers of config {cfg.label}",
+                           op="conv2d")
+    return best[1]
+
+
+def default_eltwise_knobs(cfg: HwConfig, *, nb: int, cb: int, h: int, w: int, tensors: int,
+                          window: tuple[int, int, int] | None = None,
+                          vthreads: int | None = None) -> EltwiseKnobs:
+    """Largest row tiles whose acc slots (output plus inputs, per thread) fit.
+
+    `window` = (kernel, stride, pad) for pooling, whose input tile has a halo."""
+    vt = vthreads or 2
+    for t_h in sorted(_candidates(h), reverse=True):
+        for t_c in sorted(_candidates(cb), reverse=True):
+            threads = min(vt, _ceil(h, t_h))
+            if window:
+                k, st, _ = window
+                in_rows, in_cols = (t_h - 1) * st + k, (w - 1) * st + k
+                need = t_c * (t_h * w + in_rows * in_cols)
+            else:
+                need = t_c * t_h * w * tensors
+            if need * threads <= cfg.acc_depth and t_h * w * t_c <= 16383:
+                return EltwiseKnobs(t_c, t_h, threads)
+    raise CompileError(f"one row of this {h}x{w} tensor does not fit the acc buffer of config "
+                       f"{cfg.label}; elementwise tiling is by whole rows", op="eltwise")

@@ -1,0 +1,60 @@
+"""numpy reference implementations of the operators, straight from their definitions.
+
+Used to check results (tests, `vtakit bench`); deliberately simple: int64 arithmetic,
+then the same wrap and cast the accelerator applies.
+"""
+
+import numpy as np
+
+
+def conv2d(x, w, stride=1, pad=0, bias=None, shift=None, clip=None):
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    xp = np.zeros((n, c, h + 2 * pad, wd + 2 * pad), np.int64)
+    xp[:, :, pad:pad + h, pad:pad + wd] = x
+    oh, ow = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
+    out = np.zeros((n, o, oh, ow), np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            win = xp[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride]
+            out += np.einsum("nchw,oc->nohw", win, w[:, :, i, j].astype(np.int64))
+    out = out.astype(np.int32).astype(np.int64)          # the accumulator wraps at 32 bits
+    if bias is not None:
+        out = (out + bias.astype(np.int64)[None, :, None, None]).astype(np.int32).astype(np.int64)
+    if shift is None and clip is None:
+        return out.astype(np.int32)
+    if shift:
+        out = out >> shift
+    lo, hi = clip if clip is not None else (-128, 127)
+    return np.clip(out, lo, hi).astype(np.int8)
+
+
+def dense(x, w, **kw):
+    return conv2d(x[:, :, None, None], w[:, :, None, None], **kw)[:, :, 0, 0]
+
+
+def add(a, b, shift=None, clip=(-128, 127)):
+    out = a.astype(np.int64) + b
+    if shift:
+        out >>= shift
+    return np.clip(out, *clip).astype(np.int8)
+
+
+def relu(x):
+    return np.maximum(x, 0).astype(np.int8)
+
+
+def requantize(x, shift, clip=(-128, 127)):
+    return np.clip(x.astype(np.int64) >> shift, *clip).astype(np.int8)
+
+
+def max_pool2d(x, kernel, stride, pad):
+    n, c, h, w = x.shape
+    xp = np.full((n, c, h + 2 * pad, w + 2 * pad), -1000, np.int64)
+    xp[:, :, pad:pad + h, pad:pad + w] = x
+    oh, ow = (h + 2 * pad - kernel) // stride + 1, (w + 2 * pad - kernel) // stride + 1
+    out = np.full((n, c, oh, ow), -1000, np.int64)
+    for i in range(kernel):
+        for j in range(kernel):
+            out = np.maximum(out, xp[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride])
+    return out.astype(np.int8)
