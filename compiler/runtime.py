@@ -16,6 +16,8 @@ from vtakit.compiler.codegen import CompiledOp
 from vtakit.isa.config import HwConfig
 from vtakit.isa.encoding import encode_uops
 from vtakit.isa.layout import INSN_BYTES
+from vtakit.isa.opcodes import MemId
+from vtakit.isa.program import ProgramImage, Region
 from vtakit.sim.device import Device, SimDevice
 from vtakit.sim.stats import RunStats
 
@@ -72,17 +74,16 @@ def resolve_device(device, cfg: HwConfig) -> Device:
     return device
 
 
-def run_compiled(op: CompiledOp, device: Device, inputs: dict[str, np.ndarray],
-                 timeout_s: float | None = None) -> tuple[np.ndarray, RunStats]:
-    """Place tensors, instructions and micro-ops in the device's DRAM, run, read the output back.
+def place(op: CompiledOp, dram: np.ndarray, alloc, inputs: dict[str, np.ndarray]) -> tuple[dict[str, int], int, int]:
+    """Allocate and write every tensor, the micro-op table and the linked instructions.
 
-    `inputs` maps tensor names to arrays already in the packed layout; returns the
-    output in its packed layout (int32 for byte-plane outputs)."""
+    `alloc(nbytes, align)` returns byte addresses in `dram`; returns (tensor bases,
+    instruction address, instruction count)."""
     cfg = op.cfg
     bases: dict[str, int] = {}
     for name, spec in op.tensors.items():
         nbytes = max(spec.nbytes(cfg), 1)
-        addr = device.alloc(nbytes, 4096)
+        addr = alloc(nbytes, 4096)
         bases[name] = addr
         if name == "uops":
             data = np.frombuffer(encode_uops(op.uop_table, cfg), dtype=np.uint8)
@@ -96,18 +97,56 @@ def run_compiled(op: CompiledOp, device: Device, inputs: dict[str, np.ndarray],
                 raise CompileError(f"input {name!r} has {arr.nbytes} bytes, the layout needs "
                                    f"{spec.nbytes(cfg)}", op=op.name)
             data = arr.view(np.uint8).reshape(-1)
-        device.dram[addr:addr + data.size] = data
+        dram[addr:addr + data.size] = data
     code = op.link(bases)
-    insn_addr = device.alloc(len(code), 4096)
-    device.dram[insn_addr:insn_addr + len(code)] = np.frombuffer(code, dtype=np.uint8)
-    stats = device.run(insn_addr, len(code) // INSN_BYTES, timeout_s=timeout_s)
+    insn_addr = alloc(len(code), 4096)
+    dram[insn_addr:insn_addr + len(code)] = np.frombuffer(code, dtype=np.uint8)
+    return bases, insn_addr, len(code) // INSN_BYTES
+
+
+def read_output(op: CompiledOp, dram: np.ndarray, base: int) -> np.ndarray:
+    """The output in its packed layout (byte planes reassembled into int32)."""
+    cfg = op.cfg
     spec = op.tensors[op.output]
-    raw = device.dram[bases[op.output]:bases[op.output] + spec.nbytes(cfg)].copy()
-    lanes = (cfg.batch, cfg.block_out)
-    planes = raw.view(np.int8).reshape((spec.planes,) + spec.shape + lanes)
+    raw = dram[base:base + spec.nbytes(cfg)].copy()
+    planes = raw.view(np.int8).reshape((spec.planes,) + spec.shape + (cfg.batch, cfg.block_out))
     if spec.planes == 1:
-        return planes[0], stats
+        return planes[0]
     word = np.zeros(planes.shape[1:], dtype=np.uint32)
     for p in range(spec.planes):
         word |= planes[p].view(np.uint8).astype(np.uint32) << np.uint32(8 * p)
-    return word.view(np.int32), stats
+    return word.view(np.int32)
+
+
+def run_compiled(op: CompiledOp, device: Device, inputs: dict[str, np.ndarray],
+                 timeout_s: float | None = None) -> tuple[np.ndarray, RunStats]:
+    """Place the operator in the device's DRAM, run it, read the output back (packed layout)."""
+    bases, insn_addr, count = place(op, device.dram, device.alloc, inputs)
+    stats = device.run(insn_addr, count, timeout_s=timeout_s)
+    return read_output(op, device.dram, bases[op.output]), stats
+
+
+def program_image(op: CompiledOp, inputs: dict[str, np.ndarray]) -> ProgramImage:
+    """A self-contained program image (what `vtakit sim` runs) with a region per tensor."""
+    cfg = op.cfg
+    total = sum(-(-max(s.nbytes(cfg), 1) // 4096) * 4096 for s in op.tensors.values())
+    total += -(-len(op.insns) * INSN_BYTES // 4096) * 4096
+    dram = np.zeros(total, dtype=np.uint8)
+    top = [0]
+
+    def alloc(nbytes: int, align: int) -> int:
+        addr = -(-top[0] // align) * align
+        top[0] = addr + nbytes
+        return addr
+
+    bases, insn_addr, count = place(op, dram, alloc, inputs)
+    regions = {}
+    for name, spec in op.tensors.items():
+        if name == "uops":
+            continue
+        lanes = (cfg.batch, cfg.block_out) if spec.mem in (MemId.OUT, MemId.ACC, MemId.ACC_8BIT) else \
+            ((cfg.batch, cfg.block_in) if spec.mem == MemId.INP else (cfg.block_out, cfg.block_in))
+        dtype = "<i4" if spec.mem == MemId.ACC else "|i1"
+        planes = (spec.planes,) if spec.planes > 1 else ()
+        regions[name] = Region(bases[name], planes + spec.shape + lanes, dtype)
+    return ProgramImage(cfg, dram, insn_addr, count, name=op.name, regions=regions)

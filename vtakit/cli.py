@@ -135,6 +135,8 @@ def cmd_demo(args) -> int:
 
 def cmd_bench(args) -> int:
     cfg = _config(args.config)
+    if args.what in ("conv2d", "dense"):
+        return _bench_layers(args, cfg)
     if args.what == "isa":
         from vtakit.isa.bench import isa_speed
 
@@ -150,13 +152,100 @@ def cmd_bench(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    table = Table(title=f"vtakit bench {args.what} (config {cfg.label})")
-    for key in rows[0]:
+    _print_rows(f"vtakit bench {args.what} (config {cfg.label})", rows)
+    return 0
+
+
+def _print_rows(title: str, rows: list[dict], keys: list[str] | None = None) -> None:
+    table = Table(title=title)
+    keys = keys or list(rows[0])
+    for key in keys:
         table.add_column(key, justify="right")
     for row in rows:
-        table.add_row(*(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row.values()))
+        cells = []
+        for k in keys:
+            v = row[k]
+            cells.append("-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v))
+        table.add_row(*cells)
     console.print(table)
+
+
+def _bench_layers(args, cfg: HwConfig) -> int:
+    from rich.progress import Progress
+
+    from vtakit.compiler.bench import run_layer, select, summary
+
+    layers = select(args.workload, args.what, args.layers.split(",") if args.layers else None)
+    rows = []
+    with Progress(console=Console(stderr=True), transient=True, disable=args.json) as progress:
+        task = progress.add_task(f"{args.what} on {args.device}", total=len(layers))
+        for layer in layers:
+            progress.update(task, description=f"{layer.name} on {args.device}")
+            rows.append(run_layer(layer, cfg, args.device, args.vthreads))
+            progress.advance(task)
+    keys = ["name", "macs", "cycles", "utilization", "gops", "correct"]
+    if args.json:
+        print(json.dumps([{k: r[k] for k in keys} for r in rows], indent=2))
+        return 0 if all(r["correct"] for r in rows) else 1
+    _print_rows(f"vtakit bench {args.what} --workload {args.workload} (config {cfg.label}, device "
+                f"{args.device}, vthreads {args.vthreads or 'default'})",
+                rows, keys + ["repeats", "instructions", "compile_s", "run_s"])
+    groups = {"all layers": rows, "layers VTA offloads": [r for r in rows if r["vta_offloads"]]}
+    for label, group in groups.items():
+        s = summary(group, cfg)
+        if label != "all layers" and len(group) == len(rows):
+            continue
+        if group and s["weighted_utilization"] is not None:
+            console.print(f"{label} ({', '.join(r['name'] for r in group)}): total cycles, repeats counted, "
+                          f"{s['total_cycles']:,}; MAC-weighted utilization {s['weighted_utilization'] * 100:.1f} %")
+    ok = all(r["correct"] for r in rows)
+    console.print(f"all results match numpy: {'yes' if ok else 'NO'}")
+    return 0 if ok else 1
+
+
+def cmd_compile_op(args) -> int:
+    from vtakit.compiler import ops as cops
+    from vtakit.compiler.runtime import pack_activation, pack_bias, pack_weight, program_image
+    from vtakit.isa.asm import disasm
+
+    cfg = _config(args.config)
+    rng = np.random.default_rng(args.seed)
+    n, c, h, w = _ints(args.input, 4, "--input")
+    o, kh, kw = _ints(args.kernel, 3, "--kernel")
+    clip = tuple(_ints(args.clip, 2, "--clip")) if args.clip else None
+    shift, clip = cops._requant_args(args.op, args.shift, clip)
+    op, used = cops.compile_conv2d(cfg, x_shape=(n, c, h, w), w_shape=(o, c, kh, kw), stride=args.stride,
+                                   padding=args.pad, bias=args.bias, shift=shift, clip=clip,
+                                   vthreads=args.vthreads, name=args.op)
+    inputs = {"data": pack_activation(rng.integers(-128, 128, (n, c, h, w), dtype=np.int8), cfg.batch,
+                                      cfg.block_in),
+              "weight": pack_weight(rng.integers(-128, 128, (o, c, kh, kw), dtype=np.int8), cfg.block_out,
+                                    cfg.block_in)}
+    if args.bias:
+        inputs["bias"] = pack_bias(rng.integers(-4096, 4096, o, dtype=np.int32), cfg.batch, cfg.block_out)
+    image = program_image(op, inputs)
+    image.save(args.output)
+    console.print(f"{args.op}: {len(op.insns)} instructions, {len(op.uop_table)} micro-op words, "
+                  f"schedule {used.to_dict() if hasattr(used, 'to_dict') else used}")
+    console.print(f"program image -> {args.output} (run it: vtakit sim {args.output})")
+    if args.asm:
+        def uops_of(insn):
+            start = insn.dram_base * 4
+            return image.dram[start:start + insn.x_size * 4].tobytes()
+
+        Path(args.asm).write_text(disasm(image.insn_bytes(), cfg, uop_source=uops_of))
+        console.print(f"listing -> {args.asm}")
     return 0
+
+
+def _ints(text: str, n: int, flag: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise VtaError(f"{flag} takes {n} comma-separated integers, got {text!r}") from None
+    if len(values) != n:
+        raise VtaError(f"{flag} takes {n} comma-separated integers, got {text!r}")
+    return values
 
 
 # -------------------------------------------------------------------- parser
@@ -201,13 +290,33 @@ def build_parser() -> argparse.ArgumentParser:
     m.set_defaults(func=cmd_demo)
 
     b = sub.add_parser("bench", help="measure and print figures")
-    b.add_argument("what", choices=["sim", "isa"])
+    b.add_argument("what", choices=["conv2d", "dense", "sim", "isa"])
     b.add_argument("--config", help=config_help)
+    b.add_argument("--workload", default="resnet18", help="conv2d/dense: layer table (resnet18)")
+    b.add_argument("--layers", help="conv2d/dense: comma-separated layer names (default all)")
+    b.add_argument("--device", default="sim", help="conv2d/dense: sim (cycle) or fsim (functional)")
+    b.add_argument("--vthreads", type=int, help="conv2d/dense: force this many virtual threads")
     b.add_argument("--programs", help="sim: comma-separated benchmark programs")
     b.add_argument("--models", default="functional,cycle", help="sim: comma-separated models")
     b.add_argument("--count", type=int, default=100_000, help="isa: instructions")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
+
+    co = sub.add_parser("compile-op", help="compile an operator and dump its program image and listing")
+    co.add_argument("op", choices=["conv2d"])
+    co.add_argument("--input", required=True, help="N,C,H,W of the data")
+    co.add_argument("--kernel", required=True, help="O,KH,KW of the weights")
+    co.add_argument("--stride", type=int, default=1)
+    co.add_argument("--pad", type=int, default=0)
+    co.add_argument("--bias", action="store_true")
+    co.add_argument("--shift", type=int)
+    co.add_argument("--clip", help="lo,hi")
+    co.add_argument("--vthreads", type=int)
+    co.add_argument("--config", help=config_help)
+    co.add_argument("--seed", type=int, default=0, help="seed of the random data placed in the image")
+    co.add_argument("-o", "--output", default="op.npz", help="program image (.npz)")
+    co.add_argument("--asm", help="also write the listing here")
+    co.set_defaults(func=cmd_compile_op)
     return p
 
 
