@@ -11,7 +11,7 @@ import numpy as np
 
 from vtakit.errors import VtaError
 from vtakit.compiler import ops, reference
-from vtakit.compiler.workloads import WORKLOADS, ConvLayer, DenseLayer
+from vtakit.compiler.workloads import WORKLOADS, ConvLayer
 from vtakit.isa.config import HwConfig
 
 

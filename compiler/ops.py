@@ -174,15 +174,17 @@ matmul = dense
 
 
 # -------------------------------------------------------- elementwise, pool
-def _eltwise(kind: str, tensors: dict[str, np.ndarray], *, shift=None, clip=None, config=None, device="sim",
-             schedule=None, vthreads=None, timeout_s=None, window=None, name=None) -> tuple[np.ndarray, OpReport]:
+def _eltwise(kind: str, tensors: dict[str, np.ndarray], *, shift=None, clip=None, multiplier=None, config=None,
+             device="sim", schedule=None, vthreads=None, timeout_s=None, window=None,
+             name=None) -> tuple[np.ndarray, OpReport]:
     name = name or kind
     cfg = _cfg(config)
     first = next(iter(tensors.values()))
     n, c, h, w = first.shape
     t0 = time.perf_counter()
     if window is None:
-        compute = eltwise_def(cfg, kind, n=n, c=c, h=h, w=w, shift=shift, clip=clip, name=name)
+        compute = eltwise_def(cfg, kind, n=n, c=c, h=h, w=w, shift=shift, clip=clip, multiplier=multiplier,
+                              name=name)
         oh, ow = h, w
     else:
         k, st, pad = window
@@ -226,12 +228,15 @@ def relu(x: np.ndarray, *, config=None, device="sim", schedule=None, vthreads=No
                     timeout_s=timeout_s, name=name)
 
 
-def requantize(x: np.ndarray, *, shift: int, clip: tuple[int, int] = (-128, 127), config=None, device="sim",
-               schedule=None, vthreads=None, timeout_s=None, name: str = "requantize") -> tuple[np.ndarray, OpReport]:
-    """int32 NCHW -> int8: (x >> shift) clipped."""
+def requantize(x: np.ndarray, *, shift: int, clip: tuple[int, int] = (-128, 127), multiplier: int | None = None,
+               config=None, device="sim", schedule=None, vthreads=None, timeout_s=None,
+               name: str = "requantize") -> tuple[np.ndarray, OpReport]:
+    """int32 NCHW -> int8: ((x * multiplier) >> shift) clipped; the multiplier (16-bit, wrapping
+    int32 product) needs a configuration whose ALU has MUL."""
     _check_array("x", name, x, np.int32, 4)
     shift, clip = _requant_args(name, shift, clip)
-    return _eltwise("requantize", {"a": x}, shift=shift, clip=clip, config=config, device=device,
+    return _eltwise("requantize", {"a": x}, shift=shift, clip=clip, multiplier=multiplier, config=config,
+                    device=device,
                     schedule=schedule, vthreads=vthreads, timeout_s=timeout_s, name=name)
 
 

@@ -44,8 +44,9 @@ def relu(x):
     return np.maximum(x, 0).astype(np.int8)
 
 
-def requantize(x, shift, clip=(-128, 127)):
-    return np.clip(x.astype(np.int64) >> shift, *clip).astype(np.int8)
+def requantize(x, shift, clip=(-128, 127), multiplier=1):
+    scaled = (x.astype(np.int64) * multiplier).astype(np.int32).astype(np.int64)  # int32 wraparound
+    return np.clip(scaled >> shift, *clip).astype(np.int8)
 
 
 def max_pool2d(x, kernel, stride, pad):

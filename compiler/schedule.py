@@ -115,13 +115,13 @@ class _State:
     def split(self, loop: str, factor: int, names: tuple[str, str]) -> None:
         i = self.need(loop)
         ext = self.extent[loop]
+        if loop in self.fused or loop in self.vthread:
+            raise CompileError(f"cannot split {loop!r}: it is fused or a virtual thread", op=self.compute.name)
         if factor < 1:
             raise CompileError(f"split factor {factor} for {loop!r} must be positive", op=self.compute.name)
         if not self.outermost[loop] and ext % factor:
             raise CompileError(f"split of {loop!r} (extent {ext}) by {factor} would overlap tiles: "
                                f"only an axis's outermost loop may be split unevenly", op=self.compute.name)
-        if loop in self.fused or loop in self.vthread:
-            raise CompileError(f"cannot split {loop!r}: it is fused or a virtual thread", op=self.compute.name)
         outer, inner = names
         self.order[i:i + 1] = [outer, inner]
         self.extent[outer], self.extent[inner] = -(-ext // factor), factor
@@ -140,6 +140,8 @@ class _State:
         i, j = self.need(a), self.need(b)
         if a in self.fused or b in self.fused:
             raise CompileError("cannot fuse a fused loop again", op=self.compute.name)
+        if a in self.vthread or b in self.vthread:
+            raise CompileError("cannot fuse a virtual-thread loop", op=self.compute.name)
         if j != i + 1:
             raise CompileError(f"fuse needs adjacent loops, {a!r} and {b!r} are not", op=self.compute.name)
         name = f"{a}+{b}"

@@ -151,8 +151,10 @@ def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
 
 
 def eltwise_def(cfg: HwConfig, kind: str, *, n: int, c: int, h: int, w: int, shift: int | None = None,
-                clip: tuple[int, int] | None = None, name: str | None = None) -> ComputeDef:
-    """add (two int8 tensors), relu (int8), requantize (int32 -> int8) on NCHW{b}n{block_out}c."""
+                clip: tuple[int, int] | None = None, multiplier: int | None = None,
+                name: str | None = None) -> ComputeDef:
+    """add (two int8 tensors), relu (int8), requantize (int32 -> int8, optionally times a
+    multiplier first: the ALU's MUL) on NCHW{b}n{block_out}c."""
     name = name or kind
     nb, cb = _blocks(n, cfg.batch), _blocks(c, cfg.block_out)
     axes = (Axis("n", nb), Axis("c", cb), Axis("h", h), Axis("w", w))
@@ -169,7 +171,14 @@ def eltwise_def(cfg: HwConfig, kind: str, *, n: int, c: int, h: int, w: int, shi
         return ComputeDef(name, axes, out, init=a, steps=(AluStep(AluOp.MAX, imm=0),))
     if kind == "requantize":
         x = Access(Tensor("a", shape, MemId.ACC, pad="error"), idx)
-        return ComputeDef(name, axes, out, init=x, steps=epilogue(None, shift, clip or (-128, 127)))
+        scale: tuple[AluStep, ...] = ()
+        if multiplier is not None and multiplier != 1:
+            if not cfg.alu_mul:
+                raise CompileError(f"config {cfg.label} has no ALU MUL (alu_mul is false)", op=name)
+            if not ACC_MIN_IMM <= multiplier < -ACC_MIN_IMM:
+                raise CompileError(f"multiplier {multiplier} does not fit the 16-bit ALU immediate", op=name)
+            scale = (AluStep(AluOp.MUL, imm=multiplier),)
+        return ComputeDef(name, axes, out, init=x, steps=scale + epilogue(None, shift, clip or (-128, 127)))
     raise CompileError(f"unknown elementwise operation {kind!r}", op=name)
 
 

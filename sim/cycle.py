@@ -98,7 +98,7 @@ class CycleSim:
         cfg, prog = self.cfg, self.prog
         st = self.stats["fetch"]
         module = prog.module.tolist()
-        qdepth, lat, bw = cfg.cmd_queue_depth, cfg.mem_latency, cfg.bus_bytes
+        qdepth, lat = cfg.cmd_queue_depth, cfg.mem_latency
         pos, last = 0, -1
         while pos < prog.n:
             addr = self.insn_addr + INSN_BYTES * pos

@@ -36,13 +36,21 @@ def test_asm_disasm_round_trip(tmp_path, capsys):
     assert (tmp_path / "q.bin").read_bytes() == binary.read_bytes()
 
 
-def test_demo_then_sim_the_saved_image(tmp_path, capsys):
-    image = tmp_path / "demo.npz"
+def test_demo(tmp_path, capsys):
     trace = tmp_path / "demo.json"
-    assert main(["demo", "--tiles", "2", "--trace", str(trace), "--save", str(image)]) == 0
+    assert main(["demo", "--layer", "C11", "--trace", str(trace)]) == 0
     out = capsys.readouterr().out
     assert "result matches numpy: yes" in out and str(trace) in out
     assert json.loads(trace.read_text())["traceEvents"]
+    assert main(["demo", "--layer", "C99"]) == 1
+
+
+def test_compile_op_then_sim_the_image(tmp_path, capsys):
+    image, listing = tmp_path / "op.npz", tmp_path / "op.s"
+    assert main(["compile-op", "conv2d", "--input", "1,20,9,9", "--kernel", "24,3,3", "--pad", "1",
+                 "--bias", "--shift", "6", "--clip", "0,127", "-o", str(image), "--asm", str(listing)]) == 0
+    assert "uop[" in listing.read_text() and "GEMM" in listing.read_text()
+    capsys.readouterr()
     assert main(["sim", str(image), "--json", "-o", str(tmp_path / "dram.npz")]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert stats["model"] == "cycle" and stats["cycles"] > 0 and stats["gemm_uops"] > 0
@@ -50,13 +58,21 @@ def test_demo_then_sim_the_saved_image(tmp_path, capsys):
     assert "functional model" in capsys.readouterr().out
     assert main(["disasm", str(image), "--uops"]) == 0
     assert "uop[" in capsys.readouterr().out
-    assert ProgramImage.load(image).insn_count > 0
+    img = ProgramImage.load(image)
+    assert set(img.regions) == {"data", "weight", "bias", "out"}
+    assert main(["compile-op", "conv2d", "--input", "1,2,3", "--kernel", "4,3,3"]) == 1
 
 
 def test_bench(capsys):
     assert main(["bench", "isa", "--count", "2000", "--json"]) == 0
     row = json.loads(capsys.readouterr().out)[0]
     assert row["round_trip"] is True and row["instructions"] == 2000
+    assert main(["bench", "conv2d", "--layers", "C11,C10", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in rows] == ["C11", "C10"] and all(r["correct"] for r in rows)
+    assert set(rows[0]) == {"name", "macs", "cycles", "utilization", "gops", "correct"}
+    assert main(["bench", "dense", "--device", "fsim"]) == 0
+    assert "all results match numpy: yes" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -64,6 +80,8 @@ def test_bench(capsys):
     (["config", "nope"], "unknown preset"),
     (["disasm", "missing.bin"], "cannot read"),
     (["bench", "sim", "--programs", "nope"], "unknown benchmark program"),
+    (["bench", "conv2d", "--layers", "C99"], "no layer 'C99'"),
+    (["bench", "conv2d", "--workload", "vgg"], "unknown workload"),
 ])
 def test_errors_are_one_line(argv, message, capsys):
     assert main(argv) == 1

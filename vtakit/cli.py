@@ -60,7 +60,6 @@ def cmd_asm(args) -> int:
 
 def cmd_disasm(args) -> int:
     from vtakit.isa.asm import disasm
-    from vtakit.isa.opcodes import MemId
     from vtakit.isa.program import ProgramImage
 
     path = Path(args.program)
@@ -110,26 +109,38 @@ def cmd_sim(args) -> int:
 
 
 def cmd_demo(args) -> int:
+    from vtakit.compiler import ops, reference
+    from vtakit.compiler.workloads import RESNET18
     from vtakit.report import stats_tables
-    from vtakit.sim import run_image
-    from vtakit.sim.workloads import ConvTile, conv_tiles_expected, conv_tiles_program
+    from vtakit.sim import SimDevice
 
     cfg = _config(args.config)
-    tile = ConvTile(rows=14, cols=14, cin_blocks=4, cout_blocks=2, kernel=3)
-    image = conv_tiles_program(cfg, tile, tiles=args.tiles)
-    console.print(f"[bold]vtakit demo[/]: {args.tiles} tiles of a 3x3 convolution "
-                  f"({tile.rows}x{tile.cols} pixels, {tile.cin_blocks * cfg.block_in} -> "
-                  f"{tile.cout_blocks * cfg.block_out} channels) on config {cfg.label}, "
-                  f"{image.insn_count} instructions, double-buffered")
-    stats, dram = run_image(image, model="cycle", trace=args.trace)
-    for table in stats_tables(stats):
+    layers = {layer.name: layer for layer in RESNET18}
+    if args.layer not in layers:
+        raise VtaError(f"no layer {args.layer!r}; ResNet-18 has {', '.join(layers)}")
+    layer = layers[args.layer]
+    console.print(f"[bold]vtakit demo[/]: ResNet-18 layer {layer.name} ({layer.c_in}->{layer.c_out} channels, "
+                  f"{layer.hw}x{layer.hw}, {layer.kernel}x{layer.kernel} kernel, stride {layer.stride}) with VTA's "
+                  f"epilogue (+bias, >>8, clip 0..127), compiled with the default schedule and run on the cycle "
+                  f"model of config {cfg.label}")
+    rng = np.random.default_rng(0)
+    x = rng.integers(-128, 128, (1, layer.c_in, layer.hw, layer.hw), dtype=np.int8)
+    w = rng.integers(-128, 128, (layer.c_out, layer.c_in, layer.kernel, layer.kernel), dtype=np.int8)
+    b = rng.integers(-4096, 4096, layer.c_out, dtype=np.int32)
+    device = SimDevice(cfg, model="cycle")
+    device.trace = args.trace
+    y, rep = ops.conv2d(x, w, stride=layer.stride, padding=layer.pad, bias=b, shift=8, clip=(0, 127),
+                        config=cfg, device=device, name=layer.name)
+    console.print(f"schedule: {rep.schedule}")
+    console.print(f"{rep.instructions} instructions, {rep.uop_words} micro-op words, compiled in "
+                  f"{rep.compile_s:.2f} s, simulated in {rep.run_s:.2f} s")
+    for table in stats_tables(rep.stats):
         console.print(table)
-    ok = bool((image.read("output", dram) == conv_tiles_expected(image, tile)).all())
-    console.print(f"result matches numpy: {'[green]yes[/]' if ok else '[red]NO[/]'}")
-    if args.save:
-        image.save(args.save)
-        console.print(f"program image saved to {args.save} (try: vtakit sim {args.save})")
-    console.print(f"trace written to {stats.trace_path} (open in https://ui.perfetto.dev)")
+    ok = bool(np.array_equal(y, reference.conv2d(x, w, layer.stride, layer.pad, b, shift=8, clip=(0, 127))))
+    console.print(f"{layer.name}: {rep.cycles:,} cycles, {rep.utilization * 100:.1f} % of peak, {rep.gops:.1f} GOPS "
+                  f"at {cfg.clock_mhz:g} MHz; result matches numpy: {'[green]yes[/]' if ok else '[red]NO[/]'}")
+    console.print(f"trace written to {rep.stats.trace_path} (open in https://ui.perfetto.dev)")
+    console.print("more: vtakit bench conv2d --workload resnet18")
     return 0 if ok else 1
 
 
@@ -282,11 +293,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--timeout", type=float, help="give up after this many seconds")
     s.set_defaults(func=cmd_sim)
 
-    m = sub.add_parser("demo", help="run the built-in demo on the cycle model")
+    m = sub.add_parser("demo", help="compile and run a ResNet-18 layer on the cycle model")
     m.add_argument("--config", help=config_help)
-    m.add_argument("--tiles", type=int, default=8)
+    m.add_argument("--layer", default="C5", help="ResNet-18 layer (C1..C11, default C5)")
     m.add_argument("--trace", default="out/demo_trace.json")
-    m.add_argument("--save", help="also save the program image (.npz)")
     m.set_defaults(func=cmd_demo)
 
     b = sub.add_parser("bench", help="measure and print figures")

@@ -65,7 +65,6 @@ def compute_call(nest: LoopNest, box: dict[str, tuple[int, int]], regions: dict[
     c = nest.compute
     inner = {ax: name for name, ax in nest.inner_axis.items()}
     loops = tuple((name, box[nest.inner_axis[name]][1]) for name in (lp.name for lp in nest.inner))
-    out = c.out.tensor.name
 
     def addr(access: Access) -> Affine:
         name = access.tensor.name

@@ -47,25 +47,15 @@ def insert_tokens(records: list[Record]) -> list[Record]:
 
     for i, rec in enumerate(out):
         b = rec.module
+        producers = [last_writer[s] for s in rec.reads | rec.writes if s in last_writer]
+        producers += [j for s in rec.writes for j in readers.get(s, {}).values()]
+        if i == len(out) - 1:  # FINISH: everything else has completed
+            producers += [j for j in last_of.values() if j >= 0]
         need: dict[Module, int] = {}
-
-        def wait(j: int) -> None:
+        for j in producers:
             a = out[j].module
             if a != b:
                 need[a] = max(need.get(a, -1), j)
-
-        if i == len(out) - 1:  # FINISH: everything else has completed
-            for j in last_of.values():
-                if j >= 0:
-                    wait(j)
-        for slot in rec.reads:
-            if slot in last_writer:
-                wait(last_writer[slot])
-        for slot in rec.writes:
-            if slot in last_writer:
-                wait(last_writer[slot])
-            for j in readers.get(slot, {}).values():
-                wait(j)
         for a, j in need.items():
             if abs(int(a) - int(b)) != 1:
                 raise CompileError(f"instruction {i} ({rec.insn.mnemonic}) depends on the {a.label} "
