@@ -173,7 +173,7 @@ class _Lowering:
                 self._compute(box, s.thread)
             else:
                 self._out_end(box, s.thread)
-        return insert_tokens(self.records)
+        return insert_tokens(self.records, self.cfg.token_queue_depth)
 
     def _view(self, thread: int) -> tuple[dict, dict]:
         regions, bases = {}, {}

@@ -141,6 +141,10 @@ def default_conv_knobs(cfg: HwConfig, s: ConvShape, vthreads: int | None = None)
             if cost is not None and (best is None or cost < best[0]):
                 best = (cost, k)
     if best is None:
+        most = max(s.ocb, s.oh)
+        if vthreads and vthreads > most:
+            raise CompileError(f"{vthreads} virtual threads need as many tiles, but this convolution has "
+                               f"at most {most} (output-channel blocks or rows)", op="conv2d")
         raise CompileError(f"no tiling of this convolution fits the buffers of config {cfg.label}",
                            op="conv2d")
     return best[1]

@@ -72,6 +72,9 @@ def _requant_args(op: str, shift, clip) -> tuple[int | None, tuple[int, int] | N
     if shift is not None and (not isinstance(shift, (int, np.integer)) or not 0 <= shift < 32):
         raise CompileError(f"shift must be an integer in [0, 32), got {shift!r}", op=op)
     if clip is not None:
+        if (not isinstance(clip, (tuple, list)) or len(clip) != 2
+                or not all(isinstance(v, (int, np.integer)) for v in clip)):
+            raise CompileError(f"clip must be a pair of integers (lo, hi), got {clip!r}", op=op)
         lo, hi = clip
         if not (-128 <= lo <= hi <= 127):
             raise CompileError(f"clip must satisfy -128 <= lo <= hi <= 127 for int8 output, got {clip}", op=op)
@@ -79,6 +82,11 @@ def _requant_args(op: str, shift, clip) -> tuple[int | None, tuple[int, int] | N
     elif shift is not None:
         clip = (-128, 127)  # an int8 result must saturate, not wrap
     return (int(shift) if shift is not None else None), clip
+
+
+def _check_vthreads(op: str, vthreads) -> None:
+    if vthreads is not None and (not isinstance(vthreads, (int, np.integer)) or vthreads < 1):
+        raise CompileError(f"vthreads must be a positive integer, got {vthreads!r}", op=op)
 
 
 def _knobs(schedule, cls):
@@ -108,6 +116,8 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
     """Compile a convolution; returns the relocatable program and the schedule used."""
     n, c, h, w = x_shape
     o, ci, kh, kw = w_shape
+    _check_vthreads(name, vthreads)
+    shift, clip = _requant_args(name, shift, clip)
     if ci != c:
         raise CompileError(f"weights expect {ci} input channels, data has {c}", op=name)
     if not isinstance(stride, int) or stride < 1 or not isinstance(padding, int) or padding < 0:
@@ -137,7 +147,6 @@ def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, b
         _check_array("bias", name, bias, np.int32, 1)
         if len(bias) != w.shape[0]:
             raise CompileError(f"bias has {len(bias)} entries for {w.shape[0]} output channels", op=name)
-    shift, clip = _requant_args(name, shift, clip)
     t0 = time.perf_counter()
     op, used = compile_conv2d(cfg, x_shape=x.shape, w_shape=w.shape, stride=stride, padding=padding,
                               bias=bias is not None, shift=shift, clip=clip, schedule=schedule,
@@ -179,6 +188,7 @@ def _eltwise(kind: str, tensors: dict[str, np.ndarray], *, shift=None, clip=None
              name=None) -> tuple[np.ndarray, OpReport]:
     name = name or kind
     cfg = _cfg(config)
+    _check_vthreads(name, vthreads)
     first = next(iter(tensors.values()))
     n, c, h, w = first.shape
     t0 = time.perf_counter()
@@ -245,7 +255,10 @@ def max_pool2d(x: np.ndarray, *, kernel: int, stride: int | None = None, padding
                name: str = "max_pool2d") -> tuple[np.ndarray, OpReport]:
     """Max pooling of int8 NCHW with ALU MAX; padding never wins."""
     _check_array("x", name, x, np.int8, 4)
-    stride = stride or kernel
+    stride = kernel if stride is None else stride
+    for what, v, low in (("kernel", kernel, 1), ("stride", stride, 1), ("padding", padding, 0)):
+        if not isinstance(v, (int, np.integer)) or v < low:
+            raise CompileError(f"{what} must be an integer >= {low}, got {v!r}", op=name)
     if padding >= kernel:
         raise CompileError(f"padding {padding} must be smaller than the window {kernel}", op=name)
     return _eltwise("max_pool2d", {"data": x}, config=config, device=device, schedule=schedule,

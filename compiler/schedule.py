@@ -244,7 +244,9 @@ def _finish(st: _State) -> LoopNest:
     placement = {}
     for t, at in st.placement.items():
         if at != "root" and at not in level:
-            raise CompileError(f"dma_copy({t!r}, {at!r}) is inside the tensorized loops", op=compute.name)
+            where = "is inside the tensorized loops" if at in inner_names else \
+                "names a loop a later split or fuse replaced"
+            raise CompileError(f"dma_copy({t!r}, {at!r}) {where}", op=compute.name)
         placement[t] = 0 if at == "root" else level[at]
     out_level = placement[compute.out.tensor.name]
     if compute.init is not None and placement[compute.init.tensor.name] != out_level:

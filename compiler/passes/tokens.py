@@ -9,6 +9,13 @@ consumer waited for a later instruction of the same module before) gets no new
 token, so producers are waited for in increasing order and the FIFO token
 queues match every pop to the right push.  FINISH waits for the last
 instruction of the load and store modules.  Every token pushed is popped.
+
+Queues are bounded.  All dependencies point backwards in program order, so the
+first unfinished instruction can always be dispatched, pop its tokens and run;
+it can only block on a push into a full queue.  That cannot happen while the
+tokens in flight in program order (pushed so far minus popped so far) stay
+within the queue depth in every direction, which is checked: a program that
+would break it is a CompileError, not a deadlock on the device.
 """
 
 from __future__ import annotations
@@ -36,12 +43,15 @@ class Record:
         return self.insn.module
 
 
-def insert_tokens(records: list[Record]) -> list[Record]:
-    """Set the dependency flags of every record and append FINISH; returns the new list."""
+def insert_tokens(records: list[Record], queue_depth: int | None = None) -> list[Record]:
+    """Set the dependency flags of every record and append FINISH; returns the new list.
+
+    With `queue_depth` (the configuration's token_queue_depth) the result is checked
+    to be deadlock-free on queues of that depth."""
     last_writer: dict[Slot, int] = {}
     readers: dict[Slot, dict[Module, int]] = {}
     synced: dict[tuple[Module, Module], int] = {}
-    out = list(records)
+    out = [Record(r.insn, r.reads, r.writes, r.reloc) for r in records]  # fresh flags
     out.append(Record(Finish()))
     last_of = {Module.LOAD: -1, Module.STORE: -1}
 
@@ -73,4 +83,25 @@ def insert_tokens(records: list[Record]) -> list[Record]:
             readers.setdefault(slot, {})[b] = i
         if b in last_of:
             last_of[b] = i
+    if queue_depth is not None:
+        _check_in_flight(out, queue_depth)
     return [replace(r, insn=replace(r.insn, **r.flags)) if r.flags else r for r in out]
+
+
+def _check_in_flight(records: list[Record], depth: int) -> None:
+    """CompileError if the tokens in flight in program order exceed a queue's depth."""
+    in_flight: dict[tuple[int, int], int] = {}
+    for i, rec in enumerate(records):
+        m = int(rec.module)
+        for flag, other in (("pop_prev", m - 1), ("pop_next", m + 1)):
+            if rec.flags.get(flag):
+                in_flight[(other, m)] -= 1
+        for flag, other in (("push_prev", m - 1), ("push_next", m + 1)):
+            if rec.flags.get(flag):
+                key = (m, other)
+                in_flight[key] = in_flight.get(key, 0) + 1
+                if in_flight[key] > depth:
+                    raise CompileError(
+                        f"instruction {i} ({rec.insn.mnemonic}) would have {in_flight[key]} tokens in flight "
+                        f"from the {Module(m).label} to the {Module(other).label} module, more than the "
+                        f"{depth} the queue holds: the program could deadlock")
