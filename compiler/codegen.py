@@ -113,7 +113,7 @@ class _Lowering:
         n = len(f.kernel)
         if dram is not None:
             self.records.append(Record(Load(MemId.UOP, start, dram, 1, n, n), reloc="uops"))
-        fo = {k: v for k, v in f.factors.items()}
+        fo = f.factors
         common = dict(uop_bgn=start, uop_end=start + n, iter_out=f.iter_out, iter_in=f.iter_in,
                       dst_factor_out=fo["dst"][0], dst_factor_in=fo["dst"][1])
         if kind in ("gemm", "reset"):
