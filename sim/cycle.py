@@ -39,7 +39,7 @@ class CycleSim:
         self.insn_addr = insn_addr
         self.trace = trace
         self.timeout_s = timeout_s
-        duration, port = static_costs(self.cfg, prog.opcode, prog.mem, prog.gemm)
+        duration, port = static_costs(self.cfg, prog.opcode, prog.mem, prog.gemm, prog.alu["use_imm"])
         self.duration, self.port = duration.tolist(), port.tolist()
         self.now = 0
         self.port_free = 0

@@ -8,12 +8,15 @@ only decides *when* each instruction runs.  The rules (also in the README):
   served first-come first-served and a DMA instruction holds the port for its
   whole duration.  A row of B bytes at byte address a is split into bursts at
   every `burst_bytes`-aligned boundary; each burst costs `mem_latency` cycles and
-  each bus beat one cycle: bursts * mem_latency + (ceil((a+B)/bus) - floor(a/bus)).
+  each bus beat one cycle: bursts * mem_latency + (ceil((a+B)/bus) - floor(a/bus)),
+  but no faster than one element per cycle (the on-chip buffer's write port).
 * LOAD / STORE with x_size > 0: 1 issue cycle + one cycle per zero-padding
   element + the cost of every row.  x_size == 0: 1 cycle, no port.
 * GEMM: 1 + micro-ops + gemm_pipeline (1 if it has no micro-ops).  Reset
   micro-ops cost the same as multiply-accumulate ones.
-* ALU: 1 + micro-ops * alu_ii + alu_pipeline (1 if it has no micro-ops).
+* ALU: 1 + micro-ops * alu_ii + alu_pipeline (1 if it has no micro-ops); micro-ops
+  reading a second accumulator entry (no immediate) take 2 * alu_ii: the
+  accumulator has one read port.
 * FINISH: 1.
 * Fetch: reads instructions in bursts (never across a burst boundary); each
   instruction is dispatched one cycle after the previous one at the earliest,
@@ -36,18 +39,22 @@ def elem_bytes_table(cfg: HwConfig) -> np.ndarray:
     return table
 
 
-def row_cost(cfg: HwConfig, addr: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
-    """Port cycles to move one contiguous row of `nbytes` at byte `addr` (arrays)."""
+def row_cost(cfg: HwConfig, addr: np.ndarray, nbytes: np.ndarray, elems: np.ndarray | int = 0) -> np.ndarray:
+    """Port cycles to move one contiguous row of `nbytes` (`elems` elements) at byte `addr`.
+
+    Data moves at one bus beat per cycle, but an on-chip buffer takes one element
+    per cycle, so rows of elements narrower than the bus go at the element rate."""
     bb, bw = cfg.burst_bytes, cfg.bus_bytes
     last = addr + nbytes - 1
     bursts = last // bb - addr // bb + 1
     beats = last // bw - addr // bw + 1
-    return bursts * cfg.mem_latency + beats
+    return bursts * cfg.mem_latency + np.maximum(beats, elems)
 
 
 def static_costs(cfg: HwConfig, opcode: np.ndarray, mem: dict[str, np.ndarray],
-                 loop: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(duration in cycles, holds the memory port) for every instruction."""
+                 loop: dict[str, np.ndarray], use_imm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(duration in cycles, holds the memory port) for every instruction; `loop` holds the
+    GEMM/ALU loop fields, `use_imm` the ALU immediate flag."""
     n = opcode.size
     duration = np.ones(n, dtype=np.int64)
     port = np.zeros(n, dtype=bool)
@@ -68,7 +75,7 @@ def static_costs(cfg: HwConfig, opcode: np.ndarray, mem: dict[str, np.ndarray],
         first = np.repeat(np.cumsum(y) - y, y)
         r = np.arange(owner.size) - first
         addr = (mem["dram_base"][idx] * eb)[owner] + r * (stride * eb)[owner]
-        rows = row_cost(cfg, addr, (x * eb)[owner])
+        rows = row_cost(cfg, addr, (x * eb)[owner], x[owner])
         transfer = np.bincount(owner, weights=rows, minlength=idx.size).astype(np.int64)
         duration[idx] = 1 + pad_elems + transfer
         port[idx] = y > 0
@@ -78,7 +85,9 @@ def static_costs(cfg: HwConfig, opcode: np.ndarray, mem: dict[str, np.ndarray],
     gemm = (opcode == Opcode.GEMM) & (uops > 0)
     alu = (opcode == Opcode.ALU) & (uops > 0)
     duration[gemm] = 1 + uops[gemm] + cfg.gemm_pipeline
-    duration[alu] = 1 + uops[alu] * cfg.alu_ii + cfg.alu_pipeline
+    # The accumulator has one read port: an operand from it costs a second read.
+    per_uop = np.where(use_imm != 0, 1, 2) * cfg.alu_ii
+    duration[alu] = 1 + uops[alu] * per_uop[alu] + cfg.alu_pipeline
     duration[is_loop & (uops == 0)] = 1
     return duration, port
 

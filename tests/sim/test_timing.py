@@ -81,25 +81,23 @@ def test_gemm_one_uop_per_cycle_plus_pipeline(iters, uops):
 
     stats, _ = _run(PYNQ, build)
     n = iters[0] * iters[1] * uops
-    uop_load = 1 + LAT + (4 * uops + 7) // 8
+    uop_load = 1 + LAT + uops    # 4-byte micro-ops: the buffer takes one per cycle, two per beat arrive
     assert stats.cycles == _fetch_hold(3) + uop_load + (1 + n + PYNQ.gemm_pipeline) + 1
     assert stats.gemm_uops == n
     assert stats.utilization == pytest.approx(n / stats.cycles)
 
 
 @pytest.mark.parametrize("alu_ii", [1, 2])
-def test_alu_initiation_interval(alu_ii):
+@pytest.mark.parametrize("use_imm", [True, False])
+def test_alu_initiation_interval(alu_ii, use_imm):
     cfg = PYNQ.replace(alu_ii=alu_ii)
-
-    def build(b):
-        b.emit(Alu(AluOp.ADD, 0, 10, iter_out=3, use_imm=True, imm=1), Gemm(0, 0), Finish())
-
     b = ProgramBuilder(cfg)
-    build(b)
-    img = b.build()
-    stats, _ = sim.run_image(img, model="cycle")
-    # ALU starts when it arrives (L + 2); the empty GEMM takes 1 cycle.
-    assert stats.cycles == (LAT + 2) + (1 + 30 * alu_ii + cfg.alu_pipeline) + 1 + 1
+    b.emit(Alu(AluOp.ADD, 0, 10, iter_out=3, use_imm=use_imm, imm=1), Gemm(0, 0), Finish())
+    stats, _ = sim.run_image(b.build(), model="cycle")
+    # ALU starts when it arrives (L + 2); a tensor operand is a second accumulator
+    # read, so such micro-ops take two cycles; the empty GEMM takes 1 cycle.
+    per_uop = alu_ii * (1 if use_imm else 2)
+    assert stats.cycles == (LAT + 2) + (1 + 30 * per_uop + cfg.alu_pipeline) + 1 + 1
     assert stats.alu_uops == 30
 
 
@@ -128,7 +126,7 @@ def test_double_buffered_pipeline_hides_load_and_store(tiles):
 
     stats, img = _run(PYNQ, build)
     t0 = _fetch_hold(img.insn_count)
-    uop_load = 1 + LAT + n_uop * 4 // 8
+    uop_load = 1 + LAT + n_uop   # one micro-op per cycle into the buffer
     ld = 1 + LAT + 2 * n_in
     last_out = img.regions["out"].addr + (tiles - 1) * n_out * 16
     st = 1 + _row(last_out, n_out * 16)
