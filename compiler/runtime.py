@@ -66,7 +66,11 @@ def resolve_device(device, cfg: HwConfig) -> Device:
             return SimDevice(cfg, model="functional")
         if device in ("sim", "cycle"):
             return SimDevice(cfg, model="cycle")
-        raise DeviceError(f"unknown device {device!r}; use 'fsim', 'sim' or a Device object")
+        if device == "rtl":
+            from vtakit.hw.device import RtlDevice
+
+            return RtlDevice(cfg)
+        raise DeviceError(f"unknown device {device!r}; use 'fsim', 'sim', 'rtl' or a Device object")
     if not isinstance(device, Device):
         raise DeviceError(f"{device!r} is not a Device (config, dram, alloc, run)")
     if device.config != cfg:

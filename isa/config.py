@@ -58,9 +58,9 @@ class HwConfig:
     """Instructions each module's command queue holds."""
     token_queue_depth: int = 128
     """Tokens each of the four dependency queues holds."""
-    gemm_pipeline: int = 4
-    """Cycles to drain the GEMM pipeline after the last micro-op issues."""
-    alu_pipeline: int = 4
+    gemm_pipeline: int = 1
+    """Cycles after the last micro-op issues before the instruction completes (the RTL's drain)."""
+    alu_pipeline: int = 1
     alu_ii: int = 1
     """Cycles between ALU micro-ops (VTA's HLS ALU used 2)."""
     alu_mul: bool = False

@@ -24,8 +24,19 @@ from vtakit.sim.stats import ModuleStats, RunStats
 def run(cfg: HwConfig, dram: np.ndarray, insn_addr: int, insn_count: int, *,
         model: str = "functional", trace: "str | Path | None" = None,
         timeout_s: float | None = None) -> RunStats:
-    """Run a program from a DRAM image on fresh state; `dram` is updated in place."""
+    """Run a program from a DRAM image on fresh state; `dram` is updated in place.
+
+    `model` is "functional" (or "fsim"), "cycle" (or "sim"), or "rtl": the
+    Verilator-built RTL (vtakit.hw), which `trace` then writes as an FST waveform."""
     check_dram(dram)
+    if model == "rtl":
+        from vtakit.hw.device import RtlDevice
+
+        device = RtlDevice(cfg, dram=dram, trace=trace)
+        try:
+            return device.run(insn_addr, insn_count, timeout_s=timeout_s)
+        finally:
+            device.close()
     return execute(Machine(cfg, dram), insn_addr, insn_count, model=model, trace=trace,
                    timeout_s=timeout_s)
 

@@ -171,3 +171,24 @@ def _derive(p: DecodedProgram) -> None:
         else:
             args.append((o,))
     p.args = args
+
+
+def static_counters(prog: DecodedProgram) -> "Counters":
+    """The work a program does if every instruction runs (for devices that do not count it)."""
+    from vtakit.sim.stats import Counters
+
+    op, mem, loop = prog.opcode, prog.mem, prog.gemm
+    uops = loop["iter_out"] * loop["iter_in"] * np.maximum(loop["uop_end"] - loop["uop_bgn"], 0)
+    gemm = op == Opcode.GEMM
+    counters = Counters(insns=prog.n,
+                        gemm_uops=int(uops[gemm & (loop["reset"] == 0)].sum()),
+                        gemm_reset_uops=int(uops[gemm & (loop["reset"] != 0)].sum()),
+                        alu_uops=int(uops[op == Opcode.ALU].sum()))
+    moved = mem["y_size"] * mem["x_size"]
+    for code, record in ((Opcode.LOAD, counters.read), (Opcode.STORE, counters.wrote)):
+        for m in MemId:
+            sel = (op == code) & (mem["mem_id"] == m)
+            total = int(moved[sel].sum()) * prog.cfg.elem_bytes(m)
+            if total:
+                record(m, total)
+    return counters

