@@ -327,8 +327,8 @@ def test_resolve_device():
     assert resolve_device(dev, cfg) is dev
     with pytest.raises(DeviceError, match="configured as 1x8, the operator for pynq"):
         resolve_device(dev, HwConfig.preset("pynq"))
-    with pytest.raises(DeviceError, match="unknown device 'rtl'"):
-        resolve_device("rtl", cfg)
+    with pytest.raises(DeviceError, match="unknown device 'gpu'"):
+        resolve_device("gpu", cfg)
     with pytest.raises(DeviceError, match="is not a Device"):
         resolve_device(object(), cfg)
 
