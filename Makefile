@@ -35,6 +35,7 @@ test-all: install
 bench: install
 	$(BIN)/python benchmarks/sim_speed.py
 	$(BIN)/python benchmarks/isa_speed.py
+	$(BIN)/python benchmarks/rtl_cosim.py
 
 clean:
 	rm -rf $(VENV) out build *.egg-info .pytest_cache .hypothesis

@@ -29,6 +29,17 @@ def select(workload: str, kind: str, layers: list[str] | None) -> list:
 
 
 def run_layer(layer, cfg: HwConfig, device, vthreads: int | None, seed: int = 0) -> dict:
+    """One layer on `device`; on the RTL, the same program also runs on the cycle model and
+    the row carries `model_cycles` and `model_error_pct` (100 * (model - RTL) / RTL)."""
+    row = _run_layer(layer, cfg, device, vthreads, seed)
+    if device == "rtl":
+        model = _run_layer(layer, cfg, "sim", vthreads, seed)
+        row["model_cycles"] = model["cycles"]
+        row["model_error_pct"] = round(100 * (model["cycles"] - row["cycles"]) / row["cycles"], 2)
+    return row
+
+
+def _run_layer(layer, cfg: HwConfig, device, vthreads: int | None, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     requant = dict(shift=8, clip=(0, 127))
     if isinstance(layer, ConvLayer):

@@ -5,3 +5,7 @@
 `device` runs programs on it behind the Device protocol (RtlDevice), `cosim`
 compares it with the simulators and `synth` estimates FPGA resources with Yosys.
 """
+
+from vtakit.hw.device import RtlDevice
+
+__all__ = ["RtlDevice"]

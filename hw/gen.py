@@ -18,8 +18,8 @@ from vtakit.isa.opcodes import AluOp, MemId, Opcode
 
 RTL_DIR = Path(__file__).parent / "rtl"
 SOURCES = ("vta_ram.sv", "vta_fifo.sv", "vta_token_queue.sv", "vta_arbiter.sv", "vta_dma_read.sv",
-           "vta_dma_write.sv", "vta_fetch.sv", "vta_load.sv", "vta_gemm_core.sv", "vta_alu_core.sv",
-           "vta_compute.sv", "vta_store.sv", "vta_regs.sv", "vta_top.sv")
+           "vta_dma_write.sv", "vta_fetch.sv", "vta_load.sv", "vta_dot_pair.sv", "vta_gemm_core.sv",
+           "vta_alu_core.sv", "vta_compute.sv", "vta_store.sv", "vta_regs.sv", "vta_top.sv")
 SUPPORTED_BUS_BYTES = (8, 16)
 
 
@@ -61,6 +61,8 @@ def package_text(cfg: HwConfig) -> str:
         "CMD_QUEUE_DEPTH": cfg.cmd_queue_depth, "TOKEN_QUEUE_DEPTH": cfg.token_queue_depth,
         "GEMM_PIPELINE": cfg.gemm_pipeline, "ALU_PIPELINE": cfg.alu_pipeline,
         "HAS_MUL": int(cfg.alu_mul), "SHR_ARG_BITS": cfg.shr_arg_bits,
+        # a lane's dot product before accumulation: products plus log2(block_in) carry bits
+        "DOT_BITS": cfg.inp_bits + cfg.wgt_bits + max(1, (cfg.block_in - 1).bit_length()) + 1,
     }
     lines += [_param(k, v) for k, v in params.items()]
     lines.append("  // opcodes, memory types and ALU operations (isa/opcodes.py)")
@@ -78,7 +80,7 @@ def package_text(cfg: HwConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
-def generate(cfg: HwConfig, out_dir: "str | Path") -> list[Path]:
+def generate(cfg: HwConfig, out_dir: str | Path) -> list[Path]:
     """Write vta_pkg.sv for `cfg` and copy the RTL sources to `out_dir`; returns the file list."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

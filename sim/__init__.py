@@ -27,7 +27,8 @@ def run(cfg: HwConfig, dram: np.ndarray, insn_addr: int, insn_count: int, *,
     """Run a program from a DRAM image on fresh state; `dram` is updated in place.
 
     `model` is "functional" (or "fsim"), "cycle" (or "sim"), or "rtl": the
-    Verilator-built RTL (vtakit.hw), which `trace` then writes as an FST waveform."""
+    Verilator-built RTL (vtakit.hw), which `trace` then writes as a waveform (VCD
+    if the path ends in .vcd, else FST)."""
     check_dram(dram)
     if model == "rtl":
         from vtakit.hw.device import RtlDevice

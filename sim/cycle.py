@@ -163,6 +163,9 @@ class CycleSim:
             d = duration[i]
             start = ready
             if port[i]:
+                # let every module that wants the port in this cycle ask first: the heap
+                # orders same-cycle events by module, which is the arbiter's tie-break
+                yield ready
                 start = max(ready, self.port_free)
                 self.port_free = start + d
             self.state[name] = ("run", i)

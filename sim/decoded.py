@@ -10,6 +10,7 @@ happen when the instruction executes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from vtakit.isa.config import HwConfig
 from vtakit.isa.encoding import decode_columns, words_from_bytes
 from vtakit.isa.layout import INSN_BYTES, alu_layout, gemm_layout, mem_layout
 from vtakit.isa.opcodes import MEM_MNEMONIC, AluOp, MemId, Module, Opcode
+
+if TYPE_CHECKING:
+    from vtakit.sim.stats import Counters
 
 # Token queues, named by direction.
 L2C, C2L, C2S, S2C = range(4)

@@ -9,7 +9,10 @@ only decides *when* each instruction runs.  The rules (also in the README):
   whole duration.  A row of B bytes at byte address a is split into bursts at
   every `burst_bytes`-aligned boundary; each burst costs `mem_latency` cycles and
   each bus beat one cycle: bursts * mem_latency + (ceil((a+B)/bus) - floor(a/bus)),
-  but no faster than one element per cycle (the on-chip buffer's write port).
+  but no faster than one element per cycle (the on-chip buffer's write port);
+  a burst of elements narrower than a beat takes one cycle more on a LOAD (the
+  last beat is unpacked from a register) and two on a STORE (elements are
+  packed into a beat register, read one cycle after they are asked for).
 * LOAD / STORE with x_size > 0: 1 issue cycle + one cycle per zero-padding
   element + the cost of every row.  x_size == 0: 1 cycle, no port.
 * GEMM: 1 + micro-ops + gemm_pipeline (1 if it has no micro-ops).  Reset
@@ -39,16 +42,19 @@ def elem_bytes_table(cfg: HwConfig) -> np.ndarray:
     return table
 
 
-def row_cost(cfg: HwConfig, addr: np.ndarray, nbytes: np.ndarray, elems: np.ndarray | int = 0) -> np.ndarray:
+def row_cost(cfg: HwConfig, addr: np.ndarray, nbytes: np.ndarray, elems: np.ndarray | int = 0,
+             narrow: np.ndarray | int = 0) -> np.ndarray:
     """Port cycles to move one contiguous row of `nbytes` (`elems` elements) at byte `addr`.
 
     Data moves at one bus beat per cycle, but an on-chip buffer takes one element
-    per cycle, so rows of elements narrower than the bus go at the element rate."""
+    per cycle, so rows of elements narrower than the bus go at the element rate,
+    and each of their bursts takes `narrow` cycles more: a load unpacks the held
+    last beat one cycle late, a store packs elements into a beat register first."""
     bb, bw = cfg.burst_bytes, cfg.bus_bytes
     last = addr + nbytes - 1
     bursts = last // bb - addr // bb + 1
     beats = last // bw - addr // bw + 1
-    return bursts * cfg.mem_latency + np.maximum(beats, elems)
+    return bursts * (cfg.mem_latency + np.asarray(narrow, dtype=np.int64)) + np.maximum(beats, elems)
 
 
 def static_costs(cfg: HwConfig, opcode: np.ndarray, mem: dict[str, np.ndarray],
@@ -75,7 +81,8 @@ def static_costs(cfg: HwConfig, opcode: np.ndarray, mem: dict[str, np.ndarray],
         first = np.repeat(np.cumsum(y) - y, y)
         r = np.arange(owner.size) - first
         addr = (mem["dram_base"][idx] * eb)[owner] + r * (stride * eb)[owner]
-        rows = row_cost(cfg, addr, (x * eb)[owner], x[owner])
+        narrow = (eb < cfg.bus_bytes) * np.where(opcode[idx] == Opcode.STORE, 2, 1)
+        rows = row_cost(cfg, addr, (x * eb)[owner], x[owner], narrow[owner])
         transfer = np.bincount(owner, weights=rows, minlength=idx.size).astype(np.int64)
         duration[idx] = 1 + pad_elems + transfer
         port[idx] = y > 0

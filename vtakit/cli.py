@@ -102,7 +102,8 @@ def cmd_sim(args) -> int:
     for name, region in image.regions.items():
         console.print(f"region {name}: {region.shape} {region.dtype} at {region.addr:#x}")
     if stats.trace_path:
-        console.print(f"trace written to {stats.trace_path} (open in https://ui.perfetto.dev)")
+        viewer = "GTKWave or Surfer" if args.model == "rtl" else "https://ui.perfetto.dev"
+        console.print(f"trace written to {stats.trace_path} (open in {viewer})")
     if args.output:
         console.print(f"final DRAM written to {args.output}")
     return 0
@@ -195,6 +196,8 @@ def _bench_layers(args, cfg: HwConfig) -> int:
             rows.append(run_layer(layer, cfg, args.device, args.vthreads))
             progress.advance(task)
     keys = ["name", "macs", "cycles", "utilization", "gops", "correct"]
+    if args.device == "rtl":
+        keys[3:3] = ["model_cycles", "model_error_pct"]
     if args.json:
         print(json.dumps([{k: r[k] for k in keys} for r in rows], indent=2))
         return 0 if all(r["correct"] for r in rows) else 1
@@ -209,6 +212,10 @@ def _bench_layers(args, cfg: HwConfig) -> int:
         if group and s["weighted_utilization"] is not None:
             console.print(f"{label} ({', '.join(r['name'] for r in group)}): total cycles, repeats counted, "
                           f"{s['total_cycles']:,}; MAC-weighted utilization {s['weighted_utilization'] * 100:.1f} %")
+    if args.device == "rtl":
+        worst = max(rows, key=lambda r: abs(r["model_error_pct"]))
+        console.print(f"cycle model vs RTL: largest error {worst['model_error_pct']:+.2f} % ({worst['name']}); "
+                      f"model_error_pct = 100 * (model - RTL) / RTL")
     ok = all(r["correct"] for r in rows)
     console.print(f"all results match numpy: {'yes' if ok else 'NO'}")
     return 0 if ok else 1
@@ -285,9 +292,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("sim", help="run a program image (.npz) on a simulator")
     s.add_argument("program")
-    s.add_argument("--model", default="cycle", choices=["cycle", "functional", "sim", "fsim"])
+    s.add_argument("--model", default="cycle", choices=["cycle", "functional", "sim", "fsim", "rtl"],
+                   help="rtl: the Verilator-built RTL (its --trace is a waveform: .vcd or .fst)")
     s.add_argument("--config", help="check the image was built for this configuration")
-    s.add_argument("--trace", help="write a Chrome/Perfetto trace JSON here")
+    s.add_argument("--trace", help="write a Chrome/Perfetto trace JSON here (rtl: a VCD/FST waveform)")
     s.add_argument("--json", action="store_true", help="print the statistics as JSON")
     s.add_argument("-o", "--output", help="write the final DRAM to this .npz")
     s.add_argument("--timeout", type=float, help="give up after this many seconds")
@@ -304,7 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--config", help=config_help)
     b.add_argument("--workload", default="resnet18", help="conv2d/dense: layer table (resnet18)")
     b.add_argument("--layers", help="conv2d/dense: comma-separated layer names (default all)")
-    b.add_argument("--device", default="sim", help="conv2d/dense: sim (cycle) or fsim (functional)")
+    b.add_argument("--device", default="sim",
+                   help="conv2d/dense: sim (cycle), fsim (functional) or rtl (also reports the cycle model's error)")
     b.add_argument("--vthreads", type=int, help="conv2d/dense: force this many virtual threads")
     b.add_argument("--programs", help="sim: comma-separated benchmark programs")
     b.add_argument("--models", default="functional,cycle", help="sim: comma-separated models")
@@ -327,6 +336,10 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("-o", "--output", default="op.npz", help="program image (.npz)")
     co.add_argument("--asm", help="also write the listing here")
     co.set_defaults(func=cmd_compile_op)
+
+    from vtakit.cli_hw import add_parsers
+
+    add_parsers(sub, config_help)
     return p
 
 

@@ -61,6 +61,7 @@ class SimError(VtaError):
         self.insn_index = insn_index
         self.field = field
         self.mnemonic = mnemonic
+        self.detail = message  # the message without its location prefix
         where = ""
         if insn_index is not None:
             where = f"instruction {insn_index}"

@@ -13,8 +13,12 @@
 
 #include "Vvta_top.h"
 #include "verilated.h"
-#if VM_TRACE
+#if VM_TRACE && VTA_TRACE_VCD
+#include "verilated_vcd_c.h"
+using TraceFile = VerilatedVcdC;
+#elif VM_TRACE
 #include "verilated_fst_c.h"
+using TraceFile = VerilatedFstC;
 #endif
 
 namespace {
@@ -32,7 +36,7 @@ struct Sim {
   std::unique_ptr<VerilatedContext> ctx;
   std::unique_ptr<Vvta_top> top;
 #if VM_TRACE
-  std::unique_ptr<VerilatedFstC> trace;
+  std::unique_ptr<TraceFile> trace;
 #endif
   uint8_t* dram = nullptr;
   uint64_t dram_size = 0;
@@ -52,6 +56,7 @@ struct Sim {
   // the current run
   uint64_t begin = 0;
   uint64_t quiet = 0;
+  bool moved = false;   // a memory handshake happened in the last cycle
 
   void tick() {
     auto* t = top.get();
@@ -107,6 +112,7 @@ struct Sim {
 #endif
     }
     bool b = t->m_axi_bvalid && t->m_axi_bready;
+    moved = ar || r || aw || w || b;
 
     t->clk = 1;
     t->eval();
@@ -223,7 +229,7 @@ int vta_trace_open(void* h, const char* path) {
 #if VM_TRACE
   auto* s = static_cast<Sim*>(h);
   s->ctx->traceEverOn(true);
-  s->trace = std::make_unique<VerilatedFstC>();
+  s->trace = std::make_unique<TraceFile>();
   s->top->trace(s->trace.get(), 99);
   s->trace->open(path);
   return 1;
@@ -258,9 +264,12 @@ int vta_step(void* h, uint64_t max_cycles, uint64_t hang_cycles, uint64_t* cycle
   for (uint64_t k = 0; k < max_cycles; k++) {
     s->tick();
     auto* t = s->top.get();
+    if (t->error) { status = RUN_RTL_ERROR; break; }   // an error wins over a FINISH in the same cycle
     if (t->finished) { status = RUN_FINISHED; break; }
-    if (t->error) { status = RUN_RTL_ERROR; break; }
-    s->quiet = (t->active || !s->reads.empty() || s->b_wait) ? 0 : s->quiet + 1;
+    // Progress: the design moved something, memory moved a beat, or memory is still within
+    // its latency.  Data offered but never taken, or a grant never used, is no progress.
+    bool waiting = (!s->reads.empty() && s->cycle < s->reads.front().ready_at) || (s->b_wait && s->cycle < s->b_at);
+    s->quiet = (t->progress || s->moved || waiting) ? 0 : s->quiet + 1;
     if (s->quiet >= hang_cycles) { status = RUN_HANG; break; }
   }
   *cycles = s->cycle - s->begin;

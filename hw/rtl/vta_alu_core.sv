@@ -2,7 +2,12 @@
 // at ACC_BITS.  SHR shifts by the low SHR_ARG_BITS bits of b read as signed: right
 // (arithmetic) when positive, left when negative (a left shift by ACC_BITS gives 0).
 // MUL exists only when the configuration has it (HAS_MUL).
-module vta_alu_core import vta_pkg::*; (
+// Yosys reads no import in a module header, so the package is imported at file scope.
+/* verilator lint_off IMPORTSTAR */
+import vta_pkg::*;
+/* verilator lint_on IMPORTSTAR */
+
+module vta_alu_core (
   input  logic [2:0]                          op,
   input  logic [BATCH*BLOCK_OUT*ACC_BITS-1:0] a,
   input  logic [BATCH*BLOCK_OUT*ACC_BITS-1:0] b,

@@ -1,31 +1,45 @@
 // The memory port is granted first come, first served, for as long as the holder keeps
 // its request up (a whole DMA instruction or fetch burst).  Requests raised in the same
-// cycle queue in client order: fetch (0), load (1), compute (2), store (3).
+// cycle queue in client order: fetch (0), load (1), compute (2), store (3).  There is no
+// dead cycle between holders.
 module vta_arbiter #(
   parameter int N = 4
 ) (
   input  logic         clk,
   input  logic         rst,
   input  logic [N-1:0] req,
-  output logic [N-1:0] gnt,
-  output logic         busy
+  output logic [N-1:0] gnt
 );
   localparam int IW = $clog2(N);
   logic [IW-1:0] order [N];   // client ids in arrival order; order[0] holds the port
   logic [IW:0]   count;
   logic [N-1:0]  queued;
 
-  // The holder is the oldest request; an idle port goes straight to the first requester
-  // (in client order), which the queue then records as its head.
+  // next queue: the head's release first, then the new arrivals in client order
+  logic [IW-1:0] next_order [N];
+  logic [IW:0]   next_count;
+  logic [N-1:0]  next_queued;
   always_comb begin
-    gnt = '0;
-    if (count != 0) begin
-      if (req[order[0]]) gnt[order[0]] = 1'b1;
-    end else begin
-      for (int c = N - 1; c >= 0; c--) if (req[c]) gnt = N'(1) << c;
+    next_count = count;
+    next_queued = queued;
+    for (int k = 0; k < N; k++) next_order[k] = order[k];
+    if (count != 0 && !req[order[0]]) begin
+      next_queued[order[0]] = 1'b0;
+      for (int k = 0; k < N - 1; k++) next_order[k] = next_order[k + 1];
+      next_count = next_count - 1'b1;
     end
+    for (int c = 0; c < N; c++) begin
+      if (req[c] && !next_queued[c]) begin
+        next_order[next_count[IW-1:0]] = IW'(c);
+        next_queued[c] = 1'b1;
+        next_count = next_count + 1'b1;
+      end
+    end
+    // The holder is the head of that queue: the port passes to the next requester in the
+    // cycle the holder lets go, and an idle port goes straight to the first requester.
+    gnt = '0;
+    if (next_count != 0) gnt[next_order[0]] = 1'b1;
   end
-  assign busy = count != 0;
 
   always_ff @(posedge clk) begin
     if (rst) begin
@@ -33,26 +47,9 @@ module vta_arbiter #(
       queued <= '0;
       for (int k = 0; k < N; k++) order[k] <= '0;
     end else begin
-      // `next` reflects the release of the head, then the new arrivals in client order.
-      automatic logic [IW-1:0] next [N];
-      automatic logic [IW:0]   n = count;
-      automatic logic [N-1:0]  q = queued;
-      for (int k = 0; k < N; k++) next[k] = order[k];
-      if (count != 0 && !req[order[0]]) begin
-        q[order[0]] = 1'b0;
-        for (int k = 0; k < N - 1; k++) next[k] = next[k + 1];
-        n = n - 1'b1;
-      end
-      for (int c = 0; c < N; c++) begin
-        if (req[c] && !q[c]) begin
-          next[n[IW-1:0]] = IW'(c);
-          q[c] = 1'b1;
-          n = n + 1'b1;
-        end
-      end
-      for (int k = 0; k < N; k++) order[k] <= next[k];
-      count <= n;
-      queued <= q;
+      for (int k = 0; k < N; k++) order[k] <= next_order[k];
+      count <= next_count;
+      queued <= next_queued;
     end
   end
 endmodule

@@ -8,7 +8,12 @@
 // micro-op with a tensor operand reads the accumulator twice through its one read
 // port and issues every other cycle.  An instruction completes when its last write
 // is done.
-module vta_compute import vta_pkg::*; #(
+// Yosys reads no import in a module header, so the package is imported at file scope.
+/* verilator lint_off IMPORTSTAR */
+import vta_pkg::*;
+/* verilator lint_on IMPORTSTAR */
+
+module vta_compute #(
   parameter int IDX_W = 32
 ) (
   input  logic                        clk,
@@ -44,7 +49,7 @@ module vta_compute import vta_pkg::*; #(
   // status
   output logic                        finished,      // a FINISH has executed
   output logic                        busy,
-  output logic                        active,
+  output logic                        progress,      // an instruction, micro-op or element moved
   output logic                        err,
   output logic [3:0]                  err_code,
   output logic [IDX_W-1:0]            err_index,
@@ -148,8 +153,9 @@ module vta_compute import vta_pkg::*; #(
   logic issue, last_issue;
   logic gap;                                   // tensor ALU micro-ops issue every other cycle
   logic head_empty_loop;
-  assign head_empty_loop = head[GEMM_UOP_END_LO +: GEMM_UOP_END_W] <= (LOG_UOP_DEPTH+1)'(head[GEMM_UOP_BGN_LO +: GEMM_UOP_BGN_W])
-                           || head[GEMM_ITER_OUT_LO +: 14] == 0 || head[GEMM_ITER_IN_LO +: 14] == 0;
+  assign head_empty_loop =
+      head[GEMM_UOP_END_LO +: GEMM_UOP_END_W] <= (LOG_UOP_DEPTH+1)'(head[GEMM_UOP_BGN_LO +: GEMM_UOP_BGN_W])
+      || head[GEMM_ITER_OUT_LO +: 14] == 0 || head[GEMM_ITER_IN_LO +: 14] == 0;
   assign issue = state == S_EXEC && !gap && !halt;
   assign last_issue = issue && u == u_end - 1'b1 && i == n_in - 1'b1 && o == n_out - 1'b1;
 
@@ -204,7 +210,7 @@ module vta_compute import vta_pkg::*; #(
   logic pops_ok, take, is_load, is_loop, load_fits, load_empty, complete;
   logic want_prev, want_next, pend_prev, pend_next, push_prev, push_next;
   assign pops_ok    = (!head[MEM_POP_PREV_LO] || l2c_can_pop) && (!head[MEM_POP_NEXT_LO] || s2c_can_pop);
-  assign q_ready    = state == S_IDLE && !halt && pops_ok;
+  assign q_ready    = state == S_IDLE && !halt && !err && pops_ok;   // own error: stop at once
   assign take       = q_valid && q_ready;
   assign l2c_pop    = take && head[MEM_POP_PREV_LO];
   assign s2c_pop    = take && head[MEM_POP_NEXT_LO];
@@ -224,7 +230,7 @@ module vta_compute import vta_pkg::*; #(
   assign c2l_push   = ((complete && want_prev) || (state == S_PUSH && pend_prev)) && c2l_can_push;
   assign c2s_push   = ((complete && want_next) || (state == S_PUSH && pend_next)) && c2s_can_push;
   assign busy       = state != S_IDLE || dma_busy;
-  assign active     = state == S_DMA || state == S_EXEC || state == S_DRAIN;
+  assign progress   = take || issue || s3 || dma_we;
 
   always_ff @(posedge clk) begin
     if (rst) begin

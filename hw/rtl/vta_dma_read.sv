@@ -1,12 +1,18 @@
 // 2-D DMA from DRAM into an on-chip buffer, with zero padding (LOAD semantics of ISA.md).
 //
-// Holds the memory port for the whole transfer.  Rows are split into bursts at
+// Holds the memory port for the whole transfer (a transfer of padding rows only does
+// not ask for it).  Rows are split into bursts at
 // BURST_BYTES boundaries; a burst is issued in the cycle after the previous one's
 // last beat, so each costs the memory latency plus one cycle per beat.  Elements
 // wider than a beat are assembled from consecutive beats; narrower ones leave a
 // beat one per cycle (the buffer takes one element per cycle).  Padding elements
 // are written as zeros, one per cycle.
-module vta_dma_read import vta_pkg::*; #(
+// Yosys reads no import in a module header, so the package is imported at file scope.
+/* verilator lint_off IMPORTSTAR */
+import vta_pkg::*;
+/* verilator lint_on IMPORTSTAR */
+
+module vta_dma_read #(
   parameter int ELEM_MAX_BYTES = 16,
   parameter int SRAM_AW = 11
 ) (
@@ -47,6 +53,7 @@ module vta_dma_read import vta_pkg::*; #(
   localparam int BUS_BITS = BUS_BYTES * 8;
   localparam int BUS_LOG2 = $clog2(BUS_BYTES);
   localparam int ELEM_BITS = ELEM_MAX_BYTES * 8;
+  localparam int ASM_BITS = ELEM_BITS > BUS_BITS ? ELEM_BITS : BUS_BITS;  // assembly register
   localparam int BEATS_PER_ELEM_MAX = ELEM_MAX_BYTES > BUS_BYTES ? ELEM_MAX_BYTES / BUS_BYTES : 1;
   localparam int BIW = BEATS_PER_ELEM_MAX > 1 ? $clog2(BEATS_PER_ELEM_MAX) : 1;
 
@@ -70,7 +77,7 @@ module vta_dma_read import vta_pkg::*; #(
   logic [15:0] elems_left;               // elements of the current row still to write
   logic        first_beat, last_taken;
   // assembly of wide elements / splitting of narrow ones
-  logic [ELEM_BITS-1:0] elem_buf;
+  logic [ASM_BITS-1:0]  elem_buf;
   logic [BIW-1:0]       beat_idx;
   logic                 narrow;          // element narrower than a beat
   logic [BUS_BITS-1:0]  hold;
@@ -88,7 +95,9 @@ module vta_dma_read import vta_pkg::*; #(
   end
 
   assign busy     = state != S_IDLE;
-  assign req      = state != S_IDLE && state != S_DONE;
+  // a transfer of padding only (no data rows) never needs the port
+  logic pad_only;
+  assign req      = state != S_IDLE && state != S_DONE && !pad_only;
   assign done     = state == S_DONE;         // the last element is written at the end of this cycle
   assign ar_valid = state == S_AR;
   assign ar_addr  = {cur_addr[31:BUS_LOG2], {BUS_LOG2{1'b0}}};
@@ -99,7 +108,7 @@ module vta_dma_read import vta_pkg::*; #(
   assign hold_empties = hold_valid && (slot + 1'b1 == slots_per_beat || elems_left == 16'd1);
   assign r_ready = state == S_R && (!narrow || !hold_valid || hold_empties);
 
-  logic [ELEM_BITS-1:0] assembled;
+  logic [ASM_BITS-1:0] assembled;
   always_comb begin
     assembled = elem_buf;
     assembled[32'(beat_idx) * BUS_BITS +: BUS_BITS] = r_data;
@@ -168,10 +177,11 @@ module vta_dma_read import vta_pkg::*; #(
           row_addr <= dram_addr;
           sram_ptr <= sram_base;
           narrow <= 32'(elem_log2) < 32'(BUS_LOG2);
+          pad_only <= y_size == 0;
           slots_per_beat <= (BUS_LOG2+1)'(1) << (32'(BUS_LOG2) - 32'(elem_log2));
           state <= S_GRANT;
         end
-        S_GRANT: if (gnt) begin_row('0, row_addr);
+        S_GRANT: if (gnt || pad_only) begin_row('0, row_addr);
         S_PAD: begin  // one zero element per cycle
           wr_en <= 1'b1;
           wr_addr <= sram_ptr;
@@ -192,7 +202,7 @@ module vta_dma_read import vta_pkg::*; #(
                 beat_idx <= '0;
                 wr_en <= 1'b1;
                 wr_addr <= sram_ptr;
-                wr_data <= assembled;
+                wr_data <= ELEM_BITS'(assembled);
                 sram_ptr <= sram_ptr + 1'b1;
                 elems_left <= elems_left - 1'b1;
               end else begin

@@ -6,7 +6,12 @@
 // boundaries; each burst waits for its write response before the next starts, so a
 // burst costs the memory latency plus one cycle per beat.  Elements narrower than a
 // beat are gathered into one beat with byte strobes.
-module vta_dma_write import vta_pkg::*; #(
+// Yosys reads no import in a module header, so the package is imported at file scope.
+/* verilator lint_off IMPORTSTAR */
+import vta_pkg::*;
+/* verilator lint_on IMPORTSTAR */
+
+module vta_dma_write #(
   parameter int ELEM_BYTES = 16,
   parameter int SRAM_AW = 11
 ) (
@@ -109,7 +114,7 @@ module vta_dma_write import vta_pkg::*; #(
     assign w_data    = out_data;
     assign w_strb    = out_strb;
     always_ff @(posedge clk) begin
-      if (rst || state == S_IDLE || state == S_B) begin
+      if (rst || state == S_IDLE || state == S_GRANT || state == S_B) begin  // a burst starts in S_AW
         out_valid <= 1'b0;
         started <= 1'b0;
       end else begin

@@ -1,9 +1,18 @@
 // Fetch: reads insn_count instructions at insn_addr in bursts (never across a
-// BURST_BYTES boundary), checks what can be checked without running them, and
-// dispatches each, tagged with its index, to the load, compute or store command
-// queue.  A full queue holds the read data back.  A malformed instruction stops
-// everything with an error code and its index (vta_regs reports them).
-module vta_fetch import vta_pkg::*; #(
+// BURST_BYTES boundary) into an instruction buffer one burst deep, checks what can be
+// checked without running them, and dispatches each, tagged with its index, to the
+// load, compute or store command queue.  A burst is asked for only when the buffer
+// has room for all of it, so the read data never waits on a full command queue and
+// the memory port is never held by a fetch that cannot go on (holding it would
+// deadlock a module whose LOAD must run before its queue drains).  A malformed
+// instruction stops everything with an error code and its index (vta_regs reports
+// them).
+// Yosys reads no import in a module header, so the package is imported at file scope.
+/* verilator lint_off IMPORTSTAR */
+import vta_pkg::*;
+/* verilator lint_on IMPORTSTAR */
+
+module vta_fetch #(
   parameter int IDX_W = 32
 ) (
   input  logic                   clk,
@@ -13,6 +22,7 @@ module vta_fetch import vta_pkg::*; #(
   input  logic [31:0]            insn_count,
   input  logic                   halt,          // an error elsewhere: stop fetching
   output logic                   busy,
+  output logic                   progress,      // a beat or an instruction moved this cycle
   // dispatch: {index, instruction} to the three modules
   output logic [2:0]             q_valid,       // one-hot: load, compute, store
   input  logic [2:0]             q_ready,
@@ -36,19 +46,33 @@ module vta_fetch import vta_pkg::*; #(
   localparam int BUS_BITS = BUS_BYTES * 8;
   localparam int BEATS_PER_INSN = 16 / BUS_BYTES;
   localparam int PW = BEATS_PER_INSN > 1 ? $clog2(BEATS_PER_INSN) : 1;
-  localparam int BOUNDARY_INSNS = BURST_BYTES / 16;
+  localparam int BOUNDARY_INSNS = BURST_BYTES / 16;     // the most one burst carries
+  localparam int BW = $clog2(BOUNDARY_INSNS) + 1;
 
-  typedef enum logic [1:0] {S_IDLE, S_AR, S_R, S_WAIT} state_t;
+  typedef enum logic [1:0] {S_IDLE, S_AR, S_R} state_t;
   state_t state;
 
   logic [31:0]    addr, remaining, burst;
-  logic [IDX_W-1:0] index;
-  logic [127:0]   insn;
-  logic           insn_valid;
+  logic [IDX_W-1:0] index;                  // of the instruction at the buffer's head
   logic [PW-1:0]  part;
-  logic           beat_is_last_part;
+  logic [BW-1:0]  buffered;                 // instructions in the buffer or arriving
+  logic [127:0]   partial;                  // the beats of an instruction so far
 
-  // --- decode of the instruction being dispatched
+  // --- the instruction buffer
+  logic         word_valid, head_valid, pop;
+  logic [127:0] word, insn;
+  always_comb begin
+    word = partial;
+    word[32'(part) * BUS_BITS +: BUS_BITS] = r_data;
+  end
+  assign word_valid = state == S_R && r_valid && 32'(part) == BEATS_PER_INSN - 1;
+  /* verilator lint_off PINCONNECTEMPTY */
+  vta_fifo #(.WIDTH(128), .DEPTH(BOUNDARY_INSNS)) buffer (
+    .clk, .rst(rst || start), .in_valid(word_valid), .in_ready(), .in_data(word),
+    .out_valid(head_valid), .out_ready(pop), .out_data(insn));
+  /* verilator lint_on PINCONNECTEMPTY */
+
+  // --- decode of the instruction at the head
   logic [2:0] opcode, mem_id, alu_op;
   logic [2:0] target;
   logic [3:0] bad;
@@ -76,37 +100,36 @@ module vta_fetch import vta_pkg::*; #(
   end
 
   assign q_data  = {index, insn};
-  assign q_valid = (insn_valid && bad == 0 && !halt) ? target : 3'b000;
-  logic dispatched;
-  assign dispatched = |(q_valid & q_ready);
+  assign q_valid = (head_valid && bad == 0 && !halt) ? target : 3'b000;
+  assign pop     = |(q_valid & q_ready);
 
   // a burst runs to the boundary or the end of the program
   logic [31:0] room;
   assign room     = 32'(BOUNDARY_INSNS) - ((addr & 32'(BURST_BYTES - 1)) >> 4);
   assign burst    = remaining < room ? remaining : room;
 
-  assign busy     = state != S_IDLE || insn_valid;
-  assign req      = state == S_AR || state == S_R;
-  assign ar_valid = state == S_AR && gnt;
+  // ask for the port, and the next burst, only once the buffer can take all of it
+  logic fits;
+  assign fits     = 32'(buffered) + burst <= 32'(BOUNDARY_INSNS);
+  assign busy     = state != S_IDLE || buffered != 0;
+  assign req      = (state == S_AR && fits) || state == S_R;
+  assign ar_valid = state == S_AR && fits && gnt;
   assign ar_addr  = addr;
   assign ar_len   = 8'(burst * BEATS_PER_INSN - 1);
-  // take a beat when the assembled instruction has left (or will leave now)
-  assign r_ready  = state == S_R && (!insn_valid || dispatched);
-  assign beat_is_last_part = 32'(part) == BEATS_PER_INSN - 1;
+  assign r_ready  = state == S_R;
+  assign progress = pop || (r_valid && r_ready);
 
   always_ff @(posedge clk) begin
     if (rst) begin
       state <= S_IDLE;
-      insn_valid <= 1'b0;
+      buffered <= '0;
       err <= 1'b0;
       err_code <= '0;
       err_index <= '0;
     end else begin
-      if (dispatched) begin
-        insn_valid <= 1'b0;
-        index <= index + 1'b1;
-      end
-      if (insn_valid && bad != 0 && !err) begin
+      buffered <= buffered + ((ar_valid && ar_ready) ? BW'(burst) : '0) - BW'(pop);
+      if (pop) index <= index + 1'b1;
+      if (head_valid && bad != 0 && !err) begin
         err <= 1'b1;
         err_code <= bad;
         err_index <= index;
@@ -117,26 +140,20 @@ module vta_fetch import vta_pkg::*; #(
           remaining <= insn_count;
           index <= '0;
           part <= '0;
+          buffered <= '0;
           err <= 1'b0;
           if (insn_count != 0) state <= S_AR;
         end
         S_AR: if (halt) state <= S_IDLE; else if (ar_valid && ar_ready) state <= S_R;
-        S_R: if (r_valid && r_ready) begin
-          insn[32'(part) * BUS_BITS +: BUS_BITS] <= r_data;
-          if (beat_is_last_part) begin
-            insn_valid <= 1'b1;
-            part <= '0;
-          end else begin
-            part <= part + 1'b1;
-          end
+        S_R: if (r_valid) begin
+          partial[32'(part) * BUS_BITS +: BUS_BITS] <= r_data;
+          part <= 32'(part) == BEATS_PER_INSN - 1 ? '0 : part + 1'b1;
           if (r_last) begin
             addr <= addr + (burst << 4);
             remaining <= remaining - burst;
-            state <= (remaining == burst || halt) ? S_IDLE : S_WAIT;
+            state <= (remaining == burst || halt) ? S_IDLE : S_AR;
           end
         end
-        // release the port; ask again once the burst's last instruction has left
-        S_WAIT: if (!insn_valid || dispatched) state <= S_AR;
         default: state <= S_IDLE;
       endcase
     end

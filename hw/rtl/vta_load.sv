@@ -1,6 +1,11 @@
 // Load module: LOAD of INP and WGT, in order, with its dependency tokens
 // (pop_next / push_next against the compute module).
-module vta_load import vta_pkg::*; #(
+// Yosys reads no import in a module header, so the package is imported at file scope.
+/* verilator lint_off IMPORTSTAR */
+import vta_pkg::*;
+/* verilator lint_on IMPORTSTAR */
+
+module vta_load #(
   parameter int IDX_W = 32
 ) (
   input  logic                        clk,
@@ -26,7 +31,7 @@ module vta_load import vta_pkg::*; #(
   output logic [WGT_ELEM_BYTES*8-1:0] wgt_wdata,
   // status
   output logic                        busy,
-  output logic                        active,         // doing work (not waiting on tokens or commands)
+  output logic                        progress,       // an instruction or an element moved this cycle
   output logic                        err,
   output logic [3:0]                  err_code,
   output logic [IDX_W-1:0]            err_index,
@@ -94,7 +99,7 @@ module vta_load import vta_pkg::*; #(
 
   // completion: at the take for an empty transfer, at the DMA's last write otherwise
   logic complete, want_push;
-  assign q_ready   = state == S_IDLE && !halt && (!head[MEM_POP_NEXT_LO] || c2l_can_pop);
+  assign q_ready   = state == S_IDLE && !halt && !err && (!head[MEM_POP_NEXT_LO] || c2l_can_pop);
   assign take      = q_valid && q_ready;
   assign c2l_pop   = take && head[MEM_POP_NEXT_LO];
   assign dma_start = take && x_size != 0 && fits;
@@ -102,7 +107,7 @@ module vta_load import vta_pkg::*; #(
   assign want_push = state == S_IDLE ? head[MEM_PUSH_NEXT_LO] : push_next;
   assign l2c_push  = (complete || state == S_PUSH) && want_push && l2c_can_push;
   assign busy      = state != S_IDLE || dma_busy;
-  assign active    = state == S_DMA;
+  assign progress  = take || dma_we;
 
   always_ff @(posedge clk) begin
     if (rst) begin

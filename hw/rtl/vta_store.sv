@@ -1,6 +1,11 @@
 // Store module: STORE of OUT, in order, with its dependency tokens (pop/push prev
 // against the compute module).
-module vta_store import vta_pkg::*; #(
+// Yosys reads no import in a module header, so the package is imported at file scope.
+/* verilator lint_off IMPORTSTAR */
+import vta_pkg::*;
+/* verilator lint_on IMPORTSTAR */
+
+module vta_store #(
   parameter int IDX_W = 32
 ) (
   input  logic                        clk,
@@ -22,7 +27,7 @@ module vta_store import vta_pkg::*; #(
   input  logic [OUT_ELEM_BYTES*8-1:0] out_rdata,
   // status
   output logic                        busy,
-  output logic                        active,
+  output logic                        progress,       // an instruction or an element moved this cycle
   output logic                        err,
   output logic [3:0]                  err_code,
   output logic [IDX_W-1:0]            err_index,
@@ -70,7 +75,7 @@ module vta_store import vta_pkg::*; #(
     .b_valid, .b_resp, .b_ready, .bus_error(dma_err));
 
   logic complete, want_push;
-  assign q_ready   = state == S_IDLE && !halt && (!head[MEM_POP_PREV_LO] || c2s_can_pop);
+  assign q_ready   = state == S_IDLE && !halt && !err && (!head[MEM_POP_PREV_LO] || c2s_can_pop);
   assign take      = q_valid && q_ready;
   assign c2s_pop   = take && head[MEM_POP_PREV_LO];
   assign dma_start = take && !empty && fits;
@@ -78,7 +83,7 @@ module vta_store import vta_pkg::*; #(
   assign want_push = state == S_IDLE ? head[MEM_PUSH_PREV_LO] : push_prev;
   assign s2c_push  = (complete || state == S_PUSH) && want_push && s2c_can_push;
   assign busy      = state != S_IDLE || dma_busy;
-  assign active    = state == S_DMA;
+  assign progress  = take || out_re || (w_valid && w_ready);
 
   always_ff @(posedge clk) begin
     if (rst) begin

@@ -2,7 +2,12 @@
 // dependency-token queues, the shared input / weight / output buffers, one AXI4
 // master to memory (granted first come, first served) and AXI4-Lite control
 // registers with VTA's register map.
-module vta_top import vta_pkg::*; (
+// Yosys reads no import in a module header, so the package is imported at file scope.
+/* verilator lint_off IMPORTSTAR */
+import vta_pkg::*;
+/* verilator lint_on IMPORTSTAR */
+
+module vta_top (
   input  logic                   clk,
   input  logic                   rst,
   // control: AXI4-Lite slave
@@ -53,7 +58,7 @@ module vta_top import vta_pkg::*; (
   // status for simulation harnesses (also readable through the registers)
   output logic                   finished,
   output logic                   error,
-  output logic                   active
+  output logic                   progress       // something moved: no progress for long is a hang
 );
   localparam int IDX_W = 32;
   localparam int QW = IDX_W + 128;
@@ -74,8 +79,7 @@ module vta_top import vta_pkg::*; (
 
   // ------------------------------------------------------------- the modules
   logic [3:0] req, gnt;
-  logic arb_busy;
-  vta_arbiter #(.N(4)) arbiter (.clk, .rst, .req, .gnt, .busy(arb_busy));
+  vta_arbiter #(.N(4)) arbiter (.clk, .rst, .req, .gnt);
 
   // per-client read channels (fetch 0, load 1, compute 2)
   logic [2:0] c_arvalid, c_arready, c_rvalid, c_rready;
@@ -87,12 +91,12 @@ module vta_top import vta_pkg::*; (
   logic f_err, l_err, c_err, s_err;
   logic [3:0] f_code, l_code, c_code, s_code;
   logic [IDX_W-1:0] f_idx, l_idx, c_idx, s_idx;
-  logic f_busy, l_busy, c_busy, s_busy, l_active, c_active, s_active;
+  logic f_busy, l_busy, c_busy, s_busy, f_progress, l_progress, c_progress, s_progress;
   logic halt;
   assign halt = error;
 
   vta_fetch #(.IDX_W(IDX_W)) fetch (
-    .clk, .rst, .start, .insn_addr, .insn_count, .halt, .busy(f_busy),
+    .clk, .rst, .start, .insn_addr, .insn_count, .halt, .busy(f_busy), .progress(f_progress),
     .q_valid(fq_valid), .q_ready(fq_ready), .q_data(fq_data),
     .err(f_err), .err_code(f_code), .err_index(f_idx),
     .req(req[0]), .gnt(gnt[0]), .ar_valid(c_arvalid[0]), .ar_ready(c_arready[0]), .ar_addr(c_araddr[0]),
@@ -142,7 +146,7 @@ module vta_top import vta_pkg::*; (
     .q_valid(cq_valid[0]), .q_ready(cq_ready[0]), .q_data(cq_data[0]),
     .c2l_can_pop, .c2l_pop, .l2c_can_push, .l2c_push,
     .inp_we, .inp_waddr, .inp_wdata, .wgt_we, .wgt_waddr, .wgt_wdata,
-    .busy(l_busy), .active(l_active), .err(l_err), .err_code(l_code), .err_index(l_idx),
+    .busy(l_busy), .progress(l_progress), .err(l_err), .err_code(l_code), .err_index(l_idx),
     .req(req[1]), .gnt(gnt[1]), .ar_valid(c_arvalid[1]), .ar_ready(c_arready[1]), .ar_addr(c_araddr[1]),
     .ar_len(c_arlen[1]), .r_valid(c_rvalid[1]), .r_ready(c_rready[1]), .r_data(m_axi_rdata),
     .r_resp(m_axi_rresp), .r_last(m_axi_rlast));
@@ -153,7 +157,7 @@ module vta_top import vta_pkg::*; (
     .q_valid(cq_valid[1]), .q_ready(cq_ready[1]), .q_data(cq_data[1]),
     .l2c_can_pop, .l2c_pop, .s2c_can_pop, .s2c_pop, .c2l_can_push, .c2l_push, .c2s_can_push, .c2s_push,
     .inp_re, .inp_raddr, .inp_rdata, .wgt_re, .wgt_raddr, .wgt_rdata, .out_we, .out_waddr, .out_wdata,
-    .finished(c_finished), .busy(c_busy), .active(c_active), .err(c_err), .err_code(c_code),
+    .finished(c_finished), .busy(c_busy), .progress(c_progress), .err(c_err), .err_code(c_code),
     .err_index(c_idx),
     .req(req[2]), .gnt(gnt[2]), .ar_valid(c_arvalid[2]), .ar_ready(c_arready[2]), .ar_addr(c_araddr[2]),
     .ar_len(c_arlen[2]), .r_valid(c_rvalid[2]), .r_ready(c_rready[2]), .r_data(m_axi_rdata),
@@ -164,7 +168,7 @@ module vta_top import vta_pkg::*; (
     .clk, .rst, .halt, .out_base,
     .q_valid(cq_valid[2]), .q_ready(cq_ready[2]), .q_data(cq_data[2]),
     .c2s_can_pop, .c2s_pop, .s2c_can_push, .s2c_push, .out_re, .out_raddr, .out_rdata,
-    .busy(s_busy), .active(s_active), .err(s_err), .err_code(s_code), .err_index(s_idx),
+    .busy(s_busy), .progress(s_progress), .err(s_err), .err_code(s_code), .err_index(s_idx),
     .req(req[3]), .gnt(gnt[3]), .aw_valid(s_awvalid), .aw_ready(m_axi_awready && gnt[3]),
     .aw_addr(m_axi_awaddr), .aw_len(m_axi_awlen), .w_valid(s_wvalid), .w_ready(m_axi_wready && gnt[3]),
     .w_data(m_axi_wdata), .w_strb(m_axi_wstrb), .w_last(m_axi_wlast),
@@ -199,6 +203,18 @@ module vta_top import vta_pkg::*; (
 
   // ------------------------------------------------------ status and errors
   // The first error wins; if several arrive together, the earliest instruction.
+  logic             new_error;
+  logic [3:0]       new_code;
+  logic [IDX_W-1:0] new_index;
+  always_comb begin
+    new_error = 1'b0;
+    new_code = '0;
+    new_index = '1;
+    if (f_err && f_idx <= new_index) begin new_error = 1'b1; new_index = f_idx; new_code = f_code; end
+    if (l_err && l_idx <= new_index) begin new_error = 1'b1; new_index = l_idx; new_code = l_code; end
+    if (c_err && c_idx <= new_index) begin new_error = 1'b1; new_index = c_idx; new_code = c_code; end
+    if (s_err && s_idx <= new_index) begin new_error = 1'b1; new_index = s_idx; new_code = s_code; end
+  end
   always_ff @(posedge clk) begin
     if (rst) begin
       error <= 1'b0;
@@ -208,22 +224,13 @@ module vta_top import vta_pkg::*; (
     end else begin
       if (start) running <= 1'b1;
       else if (c_finished || error) running <= 1'b0;
-      if (!error) begin
-        automatic logic [IDX_W-1:0] best = '1;
-        automatic logic [3:0] code = '0;
-        automatic logic hit = 1'b0;
-        if (f_err && f_idx <= best) begin hit = 1'b1; best = f_idx; code = f_code; end
-        if (l_err && l_idx <= best) begin hit = 1'b1; best = l_idx; code = l_code; end
-        if (c_err && c_idx <= best) begin hit = 1'b1; best = c_idx; code = c_code; end
-        if (s_err && s_idx <= best) begin hit = 1'b1; best = s_idx; code = s_code; end
-        if (hit) begin
-          error <= 1'b1;
-          error_code <= code;
-          error_index <= best;
-        end
+      if (!error && new_error) begin
+        error <= 1'b1;
+        error_code <= new_code;
+        error_index <= new_index;
       end
     end
   end
   assign finished = c_finished;
-  assign active = l_active || c_active || s_active || arb_busy || (f_busy && |fq_ready);
+  assign progress = f_progress || l_progress || c_progress || s_progress;
 endmodule

@@ -6,21 +6,16 @@ import pytest
 import vtakit.sim as sim
 from vtakit.errors import DeadlockError, DeviceTimeout, SimError
 from vtakit.isa import Alu, AluOp, Finish, Gemm, HwConfig, Load, MemId, Store, Uop, encode
-from vtakit.isa.program import ProgramBuilder
 from vtakit.sim.workloads import ConvTile, conv_tiles_program
+
+from small_programs import small_image
 
 PYNQ = HwConfig.preset("pynq")
 MODELS = ["functional", "cycle"]
 
 
 def _image(insns, cfg=PYNQ, uops=None):
-    b = ProgramBuilder(cfg)
-    if uops is not None:
-        addr = b.place_uops(uops)
-        insns = [Load(MemId.UOP, 0, addr, 1, len(uops), len(uops))] + list(insns)
-    b.place_elems(MemId.INP, np.zeros((4, 1, 16), np.int8))
-    b.emit(*insns)
-    return b.build()
+    return small_image(insns, cfg, uops)
 
 
 def _raises(img, model, error=SimError):

@@ -81,7 +81,7 @@ def test_gemm_one_uop_per_cycle_plus_pipeline(iters, uops):
 
     stats, _ = _run(PYNQ, build)
     n = iters[0] * iters[1] * uops
-    uop_load = 1 + LAT + uops    # 4-byte micro-ops: the buffer takes one per cycle, two per beat arrive
+    uop_load = 1 + LAT + 1 + uops    # 4-byte micro-ops: one per cycle into the buffer, +1 to unpack the held beat
     assert stats.cycles == _fetch_hold(3) + uop_load + (1 + n + PYNQ.gemm_pipeline) + 1
     assert stats.gemm_uops == n
     assert stats.utilization == pytest.approx(n / stats.cycles)
@@ -126,7 +126,7 @@ def test_double_buffered_pipeline_hides_load_and_store(tiles):
 
     stats, img = _run(PYNQ, build)
     t0 = _fetch_hold(img.insn_count)
-    uop_load = 1 + LAT + n_uop   # one micro-op per cycle into the buffer
+    uop_load = 1 + LAT + 1 + n_uop   # one micro-op per cycle into the buffer, +1 for the held beat
     ld = 1 + LAT + 2 * n_in
     last_out = img.regions["out"].addr + (tiles - 1) * n_out * 16
     st = 1 + _row(last_out, n_out * 16)

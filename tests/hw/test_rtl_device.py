@@ -1,0 +1,224 @@
+"""The Verilator-built RTL against the simulators: random synchronized programs give the
+functional model's DRAM byte for byte, cycle counts stay near the cycle model's, bad
+programs and hung designs end in clear errors, and builds are cached."""
+
+import numpy as np
+import pytest
+
+import vtakit.sim as sim
+from vtakit.errors import DeadlockError, DeviceTimeout, RtlError, SimError
+from vtakit.hw.build import build, build_key, trace_format
+from vtakit.hw.device import RtlDevice
+from vtakit.isa import Alu, AluOp, Finish, Gemm, HwConfig, Load, MemId, Store, Uop, encode
+from vtakit.isa.program import ProgramBuilder
+from vtakit.sim.random_programs import random_program
+
+from reference import reference_image
+from small_programs import small_image
+
+PYNQ = HwConfig.preset("pynq")
+# 1x8 on a 128-bit bus: output elements narrower than a beat (byte-strobed stores).
+NARROW_STORE = HwConfig.preset("1x8").replace(bus_bytes=16)
+_1X8 = HwConfig.preset("1x8")
+CONFIGS = {"pynq": PYNQ, "1x8": _1X8, "1x8-bus16": NARROW_STORE, "2x16": HwConfig.preset("2x16"),
+           "1x32": HwConfig.preset("1x32"), "ultra96": HwConfig.preset("ultra96"),
+           # shapes no preset has: elements narrower than a beat, 16-bit operands, a narrow
+           # accumulator, 16-bit outputs, batch 4, a rectangular core
+           "1x4": _1X8.replace(block_in=4, block_out=4, inp_buff_bytes=1 << 12, wgt_buff_bytes=1 << 13,
+                               acc_buff_bytes=1 << 14),
+           "i16w16": _1X8.replace(inp_bits=16, wgt_bits=16), "acc16": _1X8.replace(acc_bits=16),
+           "out16": _1X8.replace(inp_bits=16, out_bits=16), "4x8x8": _1X8.replace(batch=4),
+           "1x16x32": _1X8.replace(block_in=16, block_out=32, wgt_buff_bytes=1 << 17)}
+QUICK = [("pynq", s) for s in range(10)] + [("1x8-bus16", s) for s in range(5)] + \
+        [("2x16", s) for s in range(3)] + [("ultra96", s) for s in range(3)] + [("1x4", s) for s in range(3)]
+# 290 programs across every configuration in the slow run
+FULL = [(name, s) for name, n in (("pynq", 60), ("1x8", 30), ("1x8-bus16", 30), ("2x16", 30), ("1x32", 20),
+                                  ("ultra96", 30), ("1x4", 20), ("i16w16", 15), ("acc16", 15), ("out16", 15),
+                                  ("4x8x8", 15), ("1x16x32", 10)) for s in range(100, 100 + n)]
+
+
+def _check_random(name: str, seed: int) -> None:
+    img = random_program(CONFIGS[name], seed)
+    expected = reference_image(img)
+    fstats, fdram = sim.run_image(img, model="functional")
+    rstats, rdram = sim.run_image(img, model="rtl")
+    assert (fdram == expected).all()
+    diff = np.flatnonzero(rdram != fdram)
+    assert diff.size == 0, f"RTL differs from the functional model first at byte {diff[0]:#x}"
+    assert (rstats.gemm_uops, rstats.alu_uops, rstats.insns) == (fstats.gemm_uops, fstats.alu_uops, fstats.insns)
+    cstats, _ = sim.run_image(img, model="cycle")
+    # small random programs: every handoff counts, so the bound is looser than for layers
+    assert abs(cstats.cycles - rstats.cycles) <= 0.12 * rstats.cycles + 8, (cstats.cycles, rstats.cycles)
+
+
+@pytest.mark.parametrize("name, seed", QUICK, ids=[f"{n}-{s}" for n, s in QUICK])
+def test_random_programs_match_functional(name, seed):
+    _check_random(name, seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, seed", FULL, ids=[f"{n}-{s}" for n, s in FULL])
+def test_random_programs_match_functional_full(name, seed):
+    _check_random(name, seed)
+
+
+def _image(insns, cfg=PYNQ, uops=None):
+    return small_image(insns, cfg, uops)
+
+
+def _micro_programs():
+    """Single-purpose programs: the cycle model must land within two cycles of the RTL."""
+    one = [Uop(0, 0, 0)]
+    return {
+        "finish": _image([Finish()]),
+        "gemm 8 uops": _image([Gemm(0, 1, iter_in=8, dst_factor_in=1), Finish()], uops=one),
+        "gemm reset": _image([Gemm(0, 1, iter_in=4, dst_factor_in=1, reset=True), Finish()], uops=one),
+        "alu imm": _image([Alu(AluOp.ADD, 0, 1, iter_in=4, dst_factor_in=1, src_factor_in=1, use_imm=True,
+                               imm=1), Finish()], uops=one),
+        "alu tensor": _image([Alu(AluOp.MAX, 0, 1, iter_in=4, dst_factor_in=1, src_factor_in=1), Finish()],
+                             uops=[Uop(0, 8, 0)]),
+        "acc load padded": _image([Load(MemId.ACC, 0, 0, 2, 3, 3, 1, 1, 1, 1), Finish()]),
+        "inp load -> compute": _image([Load(MemId.INP, 0, 0, 2, 8, 16, push_next=True),
+                                       Gemm(0, 0, pop_prev=True), Finish()]),
+        "compute -> store": _image([Gemm(0, 0, push_next=True),
+                                    Store(MemId.OUT, 0, 0, 4, 8, 8, pop_prev=True, push_prev=True),
+                                    Gemm(0, 0, pop_next=True), Finish()]),
+    }
+
+
+@pytest.mark.parametrize("name", list(_micro_programs()))
+def test_micro_program_cycles_match_cycle_model(name):
+    img = _micro_programs()[name]
+    cycle, _ = sim.run_image(img, model="cycle")
+    rtl, _ = sim.run_image(img, model="rtl")
+    assert abs(cycle.cycles - rtl.cycles) <= 2, (cycle.cycles, rtl.cycles)
+
+
+# Bad instructions the design itself must catch (prevalidate=False skips the Python checks):
+# (instructions, micro-ops, index of the bad one, error field the RTL reports)
+BAD = [
+    ([Load(MemId.INP, 2040, 0, 2, 5, 5), Finish()], None, 0, "sram_base"),
+    ([Load(MemId.ACC, 2047, 0, 1, 2, 2), Finish()], None, 0, "sram_base"),
+    ([Store(MemId.OUT, 2047, 0, 1, 2, 2), Finish()], None, 0, "sram_base"),
+    ([Gemm(0, 2, iter_out=3, dst_factor_out=1000), Finish()], [Uop(10, 0, 0), Uop(48, 0, 0)], 1, "uop"),
+    ([Alu(AluOp.ADD, 0, 1, iter_in=2, src_factor_in=2000), Finish()], [Uop(0, 100, 0)], 1, "uop"),
+    ([Gemm(0, 8193), Finish()], None, 0, "uop_end"),
+    ([Store(MemId.OUT, 0, 0, 1, 1, 1, y_pad_0=1), Finish()], None, 0, "y_pad_0"),
+    ([Store(MemId.INP, 0, 0, 1, 1, 1), Finish()], None, 0, "mem_id"),
+    ([Load(MemId.OUT, 0, 0, 1, 1, 1), Finish()], None, 0, "mem_id"),
+    ([Load(MemId.INP, 0, 0, 1, 1, 1, pop_prev=True), Finish()], None, 0, "pop_prev"),
+    ([Alu(AluOp.MUL, 0, 1, use_imm=True, imm=3), Finish()], None, 0, "alu_opcode"),
+]
+
+
+@pytest.mark.parametrize("insns, uops, index, field", BAD, ids=[f"{b[3]}-{i}" for i, b in enumerate(BAD)])
+def test_design_flags_bad_instructions(insns, uops, index, field):
+    img = _image(insns, uops=uops)
+    dev = RtlDevice(PYNQ, dram=img.dram.copy(), prevalidate=False)
+    with pytest.raises(SimError) as e:
+        dev.run(img.insn_addr, img.insn_count)
+    assert (e.value.insn_index, e.value.field) == (index, field), str(e.value)
+    assert str(e.value).startswith(f"instruction {index}")
+    # the design is usable again after the error
+    good = _image([Finish()])
+    dev.dram[:good.dram.size] = good.dram
+    assert dev.run(good.insn_addr, good.insn_count).cycles > 0
+
+
+def test_unknown_opcode_and_dram_overrun():
+    b = ProgramBuilder(PYNQ)
+    b.emit(Finish())
+    img = b.build()
+    word = bytearray(encode(Finish(), PYNQ))
+    word[0] = (word[0] & ~0x7) | 0x7                      # opcode 7 does not exist
+    dram = img.dram.copy()
+    dram[img.insn_addr:img.insn_addr + 16] = np.frombuffer(bytes(word), np.uint8)
+    with pytest.raises(SimError, match="opcode") as e:
+        RtlDevice(PYNQ, dram=dram, prevalidate=False).run(img.insn_addr, 1)
+    assert e.value.insn_index == 0
+    far = _image([Load(MemId.WGT, 0, 1 << 20, 1, 1, 1, push_next=True), Finish(pop_prev=True)])
+    with pytest.raises(SimError) as e:
+        RtlDevice(PYNQ, dram=far.dram.copy(), prevalidate=False).run(far.insn_addr, far.insn_count)
+    assert e.value.field == "dram_base"
+
+
+def test_prevalidation_reports_before_running():
+    img = _image([Load(MemId.INP, 2040, 0, 2, 5, 5), Finish()])
+    with pytest.raises(SimError) as e:
+        sim.run_image(img, model="rtl")
+    assert (e.value.insn_index, e.value.field) == (0, "sram_base")
+
+
+def test_deadlock_and_timeout_are_bounded():
+    # compute waits for a token the load module never sends
+    img = _image([Gemm(0, 0, pop_prev=True), Finish()])
+    dev = RtlDevice(PYNQ, dram=img.dram.copy(), hang_cycles=5_000)
+    with pytest.raises(DeadlockError):
+        dev.run(img.insn_addr, img.insn_count)
+    # a long, correct program stopped by the cycle budget
+    busy = _image([Gemm(0, 1, iter_out=1000, iter_in=1000), Finish()], uops=[Uop(0, 0, 0)])
+    dev = RtlDevice(PYNQ, dram=busy.dram.copy(), max_cycles=100_000)
+    with pytest.raises(DeviceTimeout):
+        dev.run(busy.insn_addr, busy.insn_count)
+
+
+def test_state_persists_across_runs():
+    """Like the board: a second run sees the buffers the first one filled."""
+    cfg = PYNQ
+    b = ProgramBuilder(cfg)
+    acc = np.arange(16, dtype=np.int32).reshape(1, 1, 16)
+    acc_addr = b.place_elems(MemId.ACC, acc, name="acc")
+    out = b.reserve_elems(MemId.OUT, 1, name="out")
+    b.emit(Load(MemId.ACC, 0, acc_addr, 1, 1, 1), Finish())
+    first = b.build()
+    dram = np.zeros(1 << 20, np.uint8)
+    dram[:first.dram.size] = first.dram
+    dev = RtlDevice(cfg, dram=dram)
+    dev.run(first.insn_addr, first.insn_count)
+    b2 = ProgramBuilder(cfg)
+    b2.emit(Gemm(0, 0, push_next=True), Store(MemId.OUT, 0, out, 1, 1, 1, pop_prev=True, push_prev=True),
+            Finish(pop_next=True))
+    second, addr = b2.build(), 1 << 19
+    dev.dram[addr:addr + second.insn_count * 16] = np.frombuffer(second.insn_bytes(), np.uint8)
+    dev.run(addr, second.insn_count)
+    got = dev.dram[out * 16:out * 16 + 16].view(np.int8)
+    assert (got == np.arange(16)).all()
+
+
+def test_build_cache_and_trace(tmp_path):
+    lib = build(PYNQ)
+    assert build(PYNQ) == lib                                   # cached: same path, no rebuild
+    assert build_key(PYNQ, None) != build_key(HwConfig.preset("1x8"), None)
+    assert build_key(PYNQ, None) != build_key(PYNQ, "vcd")
+    assert trace_format("w.vcd") == "vcd" and trace_format("w.fst") == "fst" and trace_format(None) is None
+    with pytest.raises(RtlError, match="trace format"):
+        build(PYNQ, trace="wlf")
+
+
+@pytest.mark.slow
+def test_vcd_trace_is_written(tmp_path):
+    img = _image([Gemm(0, 1, iter_in=4, dst_factor_in=1), Finish()], uops=[Uop(0, 0, 0)])
+    path = tmp_path / "wave.vcd"
+    stats, _ = sim.run_image(img, model="rtl", trace=path)
+    text = path.read_text()
+    assert "$enddefinitions" in text and "vta_top" in text and stats.trace_path == str(path)
+
+
+def test_unsupported_bus_width_is_refused():
+    with pytest.raises(RtlError, match="bus"):
+        build(PYNQ.replace(bus_bytes=32, mem_burst_beats=64))
+
+
+def test_full_command_queue_does_not_hold_the_memory_port():
+    """A LOAD.UOP waits for the port while the compute queue fills behind it: fetch must not
+    keep the port for instructions it cannot deliver (that deadlocked an earlier design)."""
+    cfg = PYNQ.replace(cmd_queue_depth=4)
+    b = ProgramBuilder(cfg)
+    addr = b.place_uops([Uop(0, 0, 0)])
+    b.emit(Load(MemId.UOP, 0, addr, 1, 1, 1), *[Gemm(0, 1, iter_in=2, dst_factor_in=1) for _ in range(40)],
+           Finish())
+    img = b.build()
+    stats, dram = sim.run_image(img, model="rtl", timeout_s=60)
+    cycle, _ = sim.run_image(img, model="cycle")
+    assert (dram == sim.run_image(img, model="functional")[1]).all()
+    assert abs(stats.cycles - cycle.cycles) <= 0.05 * stats.cycles

@@ -1,0 +1,103 @@
+"""The hardware commands of the `vtakit` command line: `hw gen|build|synth` and `cosim`."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from rich.table import Table
+
+from vtakit.errors import VtaError
+
+
+def cmd_hw(args) -> int:
+    from vtakit.cli import _config, console
+
+    cfg = _config(args.config)
+    if args.action == "gen":
+        from vtakit.hw.gen import generate
+
+        files = generate(cfg, args.output)
+        console.print(f"config {cfg.label}: {len(files)} files -> {args.output} "
+                      f"(vta_pkg.sv generated, top module vta_top)")
+        return 0
+    if args.action == "build":
+        from vtakit.hw.build import build
+
+        t0 = time.perf_counter()
+        lib = build(cfg, trace=args.trace)
+        console.print(f"config {cfg.label}: Verilator model (lint -Wall clean) at {lib} "
+                      f"({time.perf_counter() - t0:.1f} s, cached by sources and config)")
+        return 0
+    from vtakit.hw.synth import synth
+
+    with console.status(f"Yosys synth_xilinx of {cfg.label} (minutes on first run, cached after)"):
+        result = synth(cfg, args.part)
+    if args.json:
+        print(json.dumps({k: getattr(result, k) for k in ("lut", "ff", "bram36", "dsp", "fits")}
+                         | {"config": result.config, "part": result.part}, indent=2))
+        return 0
+    from vtakit.hw.synth import PARTS
+
+    part = PARTS[result.part]
+    table = Table(title=f"vtakit hw synth: config {cfg.label} on {part.name} (Yosys synth_xilinx)")
+    for col in ("resource", "used", "available", "%"):
+        table.add_column(col, justify="right")
+    for key, label in (("lut", "LUT"), ("ff", "FF"), ("bram36", "BRAM36"), ("dsp", "DSP48")):
+        used, avail = getattr(result, key), getattr(part, key)
+        table.add_row(label, f"{used:g}", f"{avail:,}", f"{100 * used / avail:.1f}")
+    console.print(table)
+    verdict = "[green]fits[/]" if result.fits else f"[red]does not fit[/] ({', '.join(result.over)})"
+    console.print(f"{verdict}; Yosys ran {result.seconds:.0f} s (no timing analysis: Yosys does not place "
+                  f"and route)")
+    return 0
+
+
+def cmd_cosim(args) -> int:
+    from vtakit.cli import _config, console
+    from vtakit.hw.cosim import cosim
+    from vtakit.isa.program import ProgramImage
+
+    image = ProgramImage.load(args.program)
+    if args.config and _config(args.config) != image.config:
+        raise VtaError(f"{args.program} was built for config {image.config.label}, not {args.config}")
+    report = cosim(image, timeout_s=args.timeout)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return 0 if report.agree else 1
+    table = Table(title=f"vtakit cosim {args.program} (config {report.config})")
+    for col in ("model", "cycles", "wall s", "result"):
+        table.add_column(col, justify="right")
+    for run in report.runs:
+        table.add_row(run.model, "-" if run.cycles is None else f"{run.cycles:,}",
+                      "-" if run.wall_s is None else f"{run.wall_s:.3f}", run.error or "ran to FINISH")
+    console.print(table)
+    if report.cycle_error is not None:
+        console.print(f"cycle model vs RTL: {report.cycle_error * 100:+.2f} % cycles")
+    for m in report.mismatches:
+        where = (f"instruction {m.insn_index} (STORE) from {m.buffer} buffer entry {m.element}, lane {m.lane}"
+                 if m.insn_index is not None else "a byte no STORE wrote")
+        region = f", {m.region}" if m.region else ""
+        console.print(f"[red]MISMATCH[/] {m.model}: first at DRAM byte {m.byte:#x}{region}: {where}: expected "
+                      f"{m.expected}, got {m.got} ({m.differing_bytes} bytes differ)")
+    if report.agree:
+        console.print("[green]bit-exact[/]: every model ran to FINISH with the same DRAM")
+    return 0 if report.agree else 1
+
+
+def add_parsers(sub, config_help: str) -> None:
+    h = sub.add_parser("hw", help="the RTL: generate, build with Verilator, synthesize with Yosys")
+    h.add_argument("action", choices=["gen", "build", "synth"])
+    h.add_argument("--config", help=config_help)
+    h.add_argument("-o", "--output", default="rtl_out", help="gen: output folder")
+    h.add_argument("--trace", choices=["fst", "vcd"], help="build: a model that can write waveforms")
+    h.add_argument("--part", help="synth: Xilinx part (default: the config's board)")
+    h.add_argument("--json", action="store_true", help="synth: print lut, ff, bram36, dsp, fits as JSON")
+    h.set_defaults(func=cmd_hw)
+
+    c = sub.add_parser("cosim", help="run a program image on the functional model, the cycle model and the RTL")
+    c.add_argument("program")
+    c.add_argument("--config", help="check the image was built for this configuration")
+    c.add_argument("--timeout", type=float, help="give up on a model after this many seconds")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_cosim)
