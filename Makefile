@@ -36,6 +36,7 @@ bench: install
 	$(BIN)/python benchmarks/sim_speed.py
 	$(BIN)/python benchmarks/isa_speed.py
 	$(BIN)/python benchmarks/rtl_cosim.py
+	$(BIN)/python benchmarks/cpu_kernels.py
 
 clean:
 	rm -rf $(VENV) out build *.egg-info .pytest_cache .hypothesis

@@ -16,6 +16,7 @@ import numpy as np
 from vtakit.errors import CompileError
 from vtakit.compiler.loopnest import LoopNest, walk
 from vtakit.compiler.passes.capacity import allocate
+from vtakit.compiler.program import Program, TensorSpec, link_words
 from vtakit.compiler.passes.dma import Fill, plan_transfers
 from vtakit.compiler.passes.tensorize import IntrinsicCall, compute_call, match, tile_calls, tile_op
 from vtakit.compiler.passes.tokens import Record, insert_tokens
@@ -23,23 +24,12 @@ from vtakit.compiler.passes.uops import Folded, UopCache, fold
 from vtakit.compiler.regions import Region, region_of
 from vtakit.compiler.te import ComputeDef
 from vtakit.isa.config import HwConfig
-from vtakit.isa.encoding import encode_program, words_from_bytes
+from vtakit.isa.encoding import encode_program, encode_uops, words_from_bytes
 from vtakit.isa.insn import Alu, Gemm, Insn, Load, Store
-from vtakit.isa.layout import alu_layout, gemm_layout, mem_layout
+from vtakit.isa.layout import alu_layout, gemm_layout
 from vtakit.isa.opcodes import AluOp, MemId
 
 _OUT_PLANE_SHIFT = 8
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    name: str
-    shape: tuple[int, ...]
-    mem: MemId
-    planes: int = 1
-
-    def nbytes(self, cfg: HwConfig) -> int:
-        return int(np.prod(self.shape)) * self.planes * cfg.elem_bytes(self.mem)
 
 
 @dataclass
@@ -66,21 +56,14 @@ class CompiledOp:
 
     def link(self, bases: dict[str, int]) -> bytes:
         """Instruction bytes with every dram_base made absolute (`bases`: tensor -> byte address)."""
-        words = words_from_bytes(encode_program(self.insns, self.cfg))
-        field = mem_layout(self.cfg)["dram_base"]
-        for tensor, idx in self.relocs.items():
-            eb = self.cfg.elem_bytes(self.tensors[tensor].mem)
-            if bases[tensor] % eb:
-                raise CompileError(f"tensor {tensor!r} at byte {bases[tensor]:#x} is not aligned to its "
-                                   f"{eb}-byte elements", op=self.name)
-            lo = words[idx, 0]
-            old = (lo >> np.uint64(field.offset)) & np.uint64(field.mask)
-            new = old + np.uint64(bases[tensor] // eb)
-            if np.any(new > field.mask):
-                raise CompileError(f"tensor {tensor!r} lies beyond what dram_base addresses", op=self.name)
-            lo &= ~np.uint64(field.mask << field.offset)
-            words[idx, 0] = lo | (new << np.uint64(field.offset))
-        return words.astype("<u8").tobytes()
+        return link_words(self.cfg, words_from_bytes(encode_program(self.insns, self.cfg)), self.relocs,
+                          self.tensors, bases, self.name)
+
+    def program(self) -> Program:
+        """The operator as plain data (what a compiled network stores)."""
+        return Program(self.name, words_from_bytes(encode_program(self.insns, self.cfg)), dict(self.relocs),
+                       dict(self.tensors), np.frombuffer(encode_uops(self.uop_table, self.cfg), np.uint8).copy(),
+                       self.output)
 
 
 class _Lowering:

@@ -183,15 +183,13 @@ matmul = dense
 
 
 # -------------------------------------------------------- elementwise, pool
-def _eltwise(kind: str, tensors: dict[str, np.ndarray], *, shift=None, clip=None, multiplier=None, config=None,
-             device="sim", schedule=None, vthreads=None, timeout_s=None, window=None,
-             name=None) -> tuple[np.ndarray, OpReport]:
+def compile_eltwise(cfg: HwConfig, kind: str, *, shape: tuple[int, int, int, int], inputs: tuple[str, ...],
+                    shift=None, clip=None, multiplier=None, window=None, schedule=None, vthreads=None,
+                    name: str | None = None) -> tuple[CompiledOp, Any]:
+    """Compile an elementwise op or max pooling (`window` = (kernel, stride, pad)) on NCHW `shape`."""
     name = name or kind
-    cfg = _cfg(config)
     _check_vthreads(name, vthreads)
-    first = next(iter(tensors.values()))
-    n, c, h, w = first.shape
-    t0 = time.perf_counter()
+    n, c, h, w = shape
     if window is None:
         compute = eltwise_def(cfg, kind, n=n, c=c, h=h, w=w, shift=shift, clip=clip, multiplier=multiplier,
                               name=name)
@@ -203,11 +201,24 @@ def _eltwise(kind: str, tensors: dict[str, np.ndarray], *, shift=None, clip=None
     knobs = _knobs(schedule, EltwiseKnobs)
     if knobs is None:
         nb, cb = compute.out.tensor.shape[:2]
-        knobs = default_eltwise_knobs(cfg, nb=nb, cb=cb, h=oh, w=ow, tensors=len(tensors) + 1,
+        knobs = default_eltwise_knobs(cfg, nb=nb, cb=cb, h=oh, w=ow, tensors=len(inputs) + 1,
                                       window=window, vthreads=vthreads)
-    sched = eltwise_schedule(knobs, inputs=tuple(tensors) if window is None else ("data",),
+    sched = eltwise_schedule(knobs, inputs=inputs if window is None else ("data",),
                              pool=window is not None) if isinstance(knobs, EltwiseKnobs) else knobs
-    op = lower(apply(compute, sched), cfg, name)
+    return lower(apply(compute, sched), cfg, name), knobs
+
+
+def _eltwise(kind: str, tensors: dict[str, np.ndarray], *, shift=None, clip=None, multiplier=None, config=None,
+             device="sim", schedule=None, vthreads=None, timeout_s=None, window=None,
+             name=None) -> tuple[np.ndarray, OpReport]:
+    name = name or kind
+    cfg = _cfg(config)
+    first = next(iter(tensors.values()))
+    n, c = first.shape[:2]
+    t0 = time.perf_counter()
+    op, knobs = compile_eltwise(cfg, kind, shape=first.shape, inputs=tuple(tensors), shift=shift, clip=clip,
+                                multiplier=multiplier, window=window, schedule=schedule, vthreads=vthreads,
+                                name=name)
     t1 = time.perf_counter()
     packed = {k: pack_activation(v, cfg.batch, cfg.block_out) for k, v in tensors.items()}
     if window is not None:

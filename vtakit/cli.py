@@ -110,6 +110,10 @@ def cmd_sim(args) -> int:
 
 
 def cmd_demo(args) -> int:
+    if args.layer is None:
+        from vtakit.cli_net import cmd_demo as network_demo
+
+        return network_demo(args)
     from vtakit.compiler import ops, reference
     from vtakit.compiler.workloads import RESNET18
     from vtakit.report import stats_tables
@@ -301,10 +305,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--timeout", type=float, help="give up after this many seconds")
     s.set_defaults(func=cmd_sim)
 
-    m = sub.add_parser("demo", help="compile and run a ResNet-18 layer on the cycle model")
+    m = sub.add_parser("demo", help="compile ResNet-18 and run it on the cycle model (or one layer: --layer)")
     m.add_argument("--config", help=config_help)
-    m.add_argument("--layer", default="C5", help="ResNet-18 layer (C1..C11, default C5)")
-    m.add_argument("--trace", default="out/demo_trace.json")
+    m.add_argument("--layer", help="only this ResNet-18 layer (C1..C11), with a Chrome trace")
+    m.add_argument("--trace", default="out/demo_trace.json", help="with --layer: the trace file")
+    m.add_argument("--samples", type=int, default=4, help="calibration images (seeded random)")
+    m.add_argument("--roofline", default="out/resnet18_roofline.png")
     m.set_defaults(func=cmd_demo)
 
     b = sub.add_parser("bench", help="measure and print figures")
@@ -337,9 +343,10 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--asm", help="also write the listing here")
     co.set_defaults(func=cmd_compile_op)
 
-    from vtakit.cli_hw import add_parsers
+    from vtakit import cli_hw, cli_net
 
-    add_parsers(sub, config_help)
+    cli_hw.add_parsers(sub, config_help)
+    cli_net.add_parsers(sub, config_help)
     return p
 
 

@@ -1,0 +1,128 @@
+"""The network compiler's driver: ONNX in, a CompiledModule out.
+
+    import -> simplify -> Gemm/MatMul to Dense -> fold batch norm and scales -> fuse activations
+      target "cpu": the float graph, every node a host task
+      target "vta": calibrate -> quantize (power-of-two int8) -> partition -> one accelerator task
+                    per accelerator node -> static DRAM plan
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from vtakit.errors import CompileError
+from vtakit.compiler.graph.fold import canonicalize_dense, fold_into_conv, fold_pads, fuse_activations
+from vtakit.compiler.graph.ir import Graph
+from vtakit.compiler.graph.lower import VtaTask, lower_node
+from vtakit.compiler.graph.module import CompiledModule
+from vtakit.compiler.graph.onnx_frontend import import_onnx
+from vtakit.compiler.graph.partition import PartitionOptions, partition
+from vtakit.compiler.graph.plan import plan_dram
+from vtakit.compiler.graph.quantize import Calibration, quantize, strip_fake_quant
+from vtakit.compiler.graph.quantize import calibrate as run_calibration
+from vtakit.compiler.graph.simplify import simplify
+from vtakit.isa.config import HwConfig
+from vtakit.isa.layout import INSN_BYTES
+
+TARGETS = ("vta", "cpu")
+SYNTHETIC_SAMPLES = 4
+
+
+def optimize(graph: Graph, *, keep_fake_quant: bool = False) -> Graph:
+    """The float graph passes shared by both targets."""
+    g = simplify(graph)
+    if not keep_fake_quant:
+        g = strip_fake_quant(g)
+    g = fuse_activations(fold_into_conv(canonicalize_dense(fold_pads(g))))
+    return simplify(g)
+
+
+def calibration_samples(graph: Graph, calibrate_with, seed: int = 0) -> tuple[list[dict[str, np.ndarray]], bool]:
+    """Samples as a list of feeds; without any, seeded standard-normal inputs (flagged synthetic)."""
+    if calibrate_with is None:
+        rng = np.random.default_rng(seed)
+        samples = [{n: rng.standard_normal(graph.tensors[n].shape).astype(np.float32) for n in graph.inputs}
+                   for _ in range(SYNTHETIC_SAMPLES)]
+        return samples, True
+    samples = []
+    for i, s in enumerate(calibrate_with):
+        if isinstance(s, dict):
+            samples.append(s)
+        elif len(graph.inputs) == 1:
+            samples.append({graph.inputs[0]: np.asarray(s)})
+        else:
+            raise CompileError(f"calibration sample {i} must be a dict by input name ({graph.inputs})")
+    if not samples:
+        raise CompileError("calibrate was given no samples")
+    return samples, False
+
+
+def _liveness(cfg: HwConfig, tasks: list, graph: Graph) -> dict[str, tuple[int, int, int]]:
+    """Activation buffer key -> (bytes, first task, last task) from the task order."""
+    spans: dict[str, list[int]] = {}
+    sizes: dict[str, int] = {}
+    produced: dict[str, str] = {}  # tensor -> key of the buffer its accelerator producer writes
+    readers = graph.consumers()
+    index = {t.node if isinstance(t, VtaTask) else t: i for i, t in enumerate(tasks)}
+
+    def touch(key: str, i: int) -> None:
+        span = spans.setdefault(key, [i, i])
+        span[0], span[1] = min(span[0], i), max(span[1], i)
+
+    for i, t in enumerate(tasks):
+        if not isinstance(t, VtaTask):
+            continue
+        for name, buf in t.acts.items():
+            sizes[buf.key] = max(sizes.get(buf.key, 0), t.program.tensors[name].nbytes(cfg))
+            touch(buf.key, i)
+        produced[t.output.tensor] = t.output.key
+    for tensor, key in produced.items():  # the host (or a relayout) reads accelerator results from DRAM
+        for reader in readers.get(tensor, []):
+            touch(key, index[reader.name])
+        if tensor in graph.outputs:
+            touch(key, len(tasks))
+    return {k: (sizes[k], s[0], s[1]) for k, s in spans.items()}
+
+
+def compile_module(model, config="pynq", *, target: str = "vta", calibrate=None,
+                   input_shapes: dict[str, tuple[int, ...]] | None = None,
+                   partition_options: PartitionOptions | dict | None = None,
+                   schedules: dict[str, Any] | None = None, seed: int = 0) -> CompiledModule:
+    """Compile an ONNX model (path, bytes or ModelProto) for `config`; see the module docstring."""
+    if target not in TARGETS:
+        raise CompileError(f"unknown target {target!r}; use one of {', '.join(TARGETS)}")
+    cfg = HwConfig.load(config) if config is not None else HwConfig.preset("pynq")
+    t0 = time.perf_counter()
+    graph = import_onnx(model, input_shapes)
+    notes: dict[str, Any] = dict(source_nodes=len(graph.nodes), defaulted_dims=graph.notes.get("defaulted_dims", []))
+    g = optimize(graph, keep_fake_quant=target == "cpu")
+    notes["optimized_nodes"] = len(g.nodes)
+    if target == "cpu":
+        notes["compile_s"] = time.perf_counter() - t0
+        return CompiledModule(cfg, "cpu", g, [n.name for n in g.nodes], notes=notes)
+    samples, synthetic = calibration_samples(g, calibrate, seed)
+    t1 = time.perf_counter()
+    cal: Calibration = run_calibration(g, samples)
+    cal.synthetic = synthetic
+    notes["calibration"] = dict(samples=len(samples), synthetic=synthetic, seconds=time.perf_counter() - t1)
+    q = quantize(g, cal)
+    if isinstance(partition_options, dict):
+        partition_options = PartitionOptions(**partition_options)
+    place = partition(q, cfg, partition_options)
+    consts: dict[str, np.ndarray] = {}
+    tasks: list = []
+    for n in q.nodes:
+        if place[n.name] == "vta":
+            tasks.append(lower_node(q, n, cfg, consts, (schedules or {}).get(n.name)))
+        else:
+            tasks.append(n.name)
+    fixed = {k: v.size for k, v in consts.items()}
+    fixed.update({f"code:{t.node}": t.program.instructions * INSN_BYTES for t in tasks if isinstance(t, VtaTask)})
+    plan = plan_dram(cfg, fixed, _liveness(cfg, tasks, q))
+    notes["host_reasons"] = q.notes.get("host_reasons", {})
+    notes["compile_s"] = time.perf_counter() - t0
+    return CompiledModule(cfg, "vta", q, tasks, consts, plan, notes)
+

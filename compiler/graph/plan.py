@@ -1,0 +1,71 @@
+"""Static DRAM planning: one arena per module, constants first, activations reusing space.
+
+Every buffer the accelerator touches gets a fixed offset at compile time, so a
+module's instructions are linked once when it is loaded on a device and each run
+only writes inputs and reads outputs.  Activation buffers whose lifetimes (in
+task order) do not overlap share addresses: greedy first fit, largest first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vtakit.isa.config import HwConfig
+from vtakit.isa.opcodes import MemId
+
+
+def alignment(cfg: HwConfig) -> int:
+    """An alignment that suits every memory type's element size (DRAM addresses count elements)."""
+    a = 64
+    while any(a % cfg.elem_bytes(m) for m in MemId):
+        a *= 2
+    return a
+
+
+def _align(n: int, a: int) -> int:
+    return -(-n // a) * a
+
+
+@dataclass
+class DramPlan:
+    slots: dict[str, tuple[int, int]] = field(default_factory=dict)  # key -> (offset, bytes)
+    const_bytes: int = 0
+    arena_bytes: int = 0
+    activation_bytes_without_reuse: int = 0
+
+    def to_dict(self) -> dict:
+        return dict(slots={k: list(v) for k, v in self.slots.items()}, const_bytes=self.const_bytes,
+                    arena_bytes=self.arena_bytes,
+                    activation_bytes_without_reuse=self.activation_bytes_without_reuse)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "DramPlan":
+        return cls({k: tuple(v) for k, v in d["slots"].items()}, d["const_bytes"], d["arena_bytes"],
+                   d["activation_bytes_without_reuse"])
+
+
+def plan_dram(cfg: HwConfig, fixed: dict[str, int], activations: dict[str, tuple[int, int, int]]) -> DramPlan:
+    """`fixed`: constant buffers (key -> bytes), alive for the module's life; `activations`: key ->
+    (bytes, first task index, last task index), alive over that closed interval."""
+    a = alignment(cfg)
+    plan = DramPlan()
+    top = 0
+    for key, size in fixed.items():
+        plan.slots[key] = (top, size)
+        top = _align(top + size, a)
+    plan.const_bytes = top
+    placed: list[tuple[int, int, int, int]] = []  # offset, bytes, first, last
+    for key, (size, first, last) in sorted(activations.items(), key=lambda kv: (-kv[1][0], kv[0])):
+        offset = 0
+        for o, s, f, l in sorted(placed):
+            if f > last or l < first:
+                continue  # lifetimes do not overlap: the space can be shared
+            if offset + size <= o:
+                break
+            offset = max(offset, _align(o + s, a))
+        placed.append((offset, size, first, last))
+        plan.slots[key] = (plan.const_bytes + offset, size)
+    act_top = max((o + s for o, s, _, _ in placed), default=0)
+    plan.arena_bytes = _align(plan.const_bytes + act_top, 4096)
+    plan.activation_bytes_without_reuse = sum(_align(s, a) for s, _, _ in activations.values())
+    return plan

@@ -1,0 +1,297 @@
+"""int8 quantization with power-of-two scales, calibrated on sample inputs.
+
+Every int8 tensor t stores round(value * 2**e_t).  Power-of-two scales make
+requantization an arithmetic shift and a clip, which the accelerator's ALU does
+in the GEMM task's epilogue:
+
+    conv/dense:  acc = x_q * w_q + bias_q       (scale 2**-(e_x + e_w); bias_q carries the
+                 y_q = clip(acc >> (e_x + e_w - e_y), lo_q, hi_q)    rounding half-LSB of the shift)
+    residual add: both inputs share e_in;  y_q = clip((a_q + b_q) >> (e_in - e_y))
+
+Exponents come from calibration (per tensor, the power of two with the least
+squared error over the samples), then ops that cannot rescale (relu, max pooling, reshape, concat, the two
+inputs of an add) are unioned into groups that share one exponent, the
+coarsest of their members.  A conv or add whose output group would need a
+left shift lowers that group's exponent until every shift is >= 0.  Ops with no
+int8 form (softmax, a free-standing Mul...) run in float between a Dequantize
+and a Quantize.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from vtakit.errors import CompileError
+from vtakit.compiler.graph.execute import check_feeds, run_graph
+from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
+
+SAME_SCALE_OPS = ("Relu", "Clip", "MaxPool", "Flatten", "Reshape", "Transpose", "Pad", "Identity", "Concat")
+"""int8 ops whose output keeps the input's scale.  Averaging shrinks the range (a global average of
+a 7x7 map is much smaller than its peak), so average pooling runs in float on the host and
+re-quantizes at its own scale instead of wasting bits at its input's."""
+RESCALING_OPS = ("Conv", "Dense", "Add")
+EXP_RANGE = (-16, 30)
+
+
+@dataclass
+class Calibration:
+    """Largest |value| of every float tensor over the samples, and how many samples there were."""
+
+    amax: dict[str, float] = field(default_factory=dict)
+    sse: dict[str, dict[int, float]] = field(default_factory=dict)  # tensor -> exponent -> squared error
+    samples: int = 0
+    synthetic: bool = False
+
+    def observe(self, name: str, value: np.ndarray) -> None:
+        amax = float(np.max(np.abs(value)))
+        self.amax[name] = max(self.amax.get(name, 0.0), amax)
+        errors = {e: quantization_error(value, e) for e in candidate_exponents(amax)}
+        if name in self.sse:  # keep the exponents every sample could judge
+            errors = {e: self.sse[name][e] + err for e, err in errors.items() if e in self.sse[name]}
+        self.sse[name] = errors
+
+    def exponent(self, name: str) -> int:
+        """The power-of-two scale with the least squared error over the samples (clipping the
+        rare largest values often buys a bit of resolution for all the others)."""
+        errors = self.sse.get(name)
+        if not errors:
+            return ideal_exponent(self.amax[name])
+        return min(errors, key=lambda e: (errors[e], e))
+
+
+def strip_fake_quant(graph: Graph) -> Graph:
+    """QuantizeLinear -> DequantizeLinear pairs (QDQ models, QLinear* ops) are float identities here:
+    the compiler re-quantizes with its own power-of-two scales."""
+    g = graph.copy()
+    prod = g.producers()
+    for n in list(g.nodes):
+        if n.op == "DequantizeLinear" and (p := prod.get(n.inputs[0])) is not None and p.op == "QuantizeLinear":
+            g.replace_uses(n.outputs[0], p.inputs[0])
+            if n.outputs[0] in g.outputs:
+                continue
+            g.nodes.remove(n)
+    from vtakit.compiler.graph.simplify import eliminate_dead_code
+
+    return eliminate_dead_code(g)
+
+
+def calibrate(graph: Graph, samples: list[dict[str, np.ndarray]]) -> Calibration:
+    cal = Calibration(samples=len(samples))
+
+    def observe(name: str, value: np.ndarray) -> None:
+        if value.dtype == np.float32 and value.size:
+            cal.observe(name, value)
+
+    for i, feeds in enumerate(samples):
+        try:
+            feeds = check_feeds(graph, feeds)
+        except CompileError as e:
+            raise CompileError(f"calibration sample {i}: {e}") from None
+        for name, v in feeds.items():
+            observe(name, v)
+        run_graph(graph, feeds, observer=observe)
+    return cal
+
+
+def ideal_exponent(amax: float) -> int:
+    """The finest e with amax * 2**e <= 127."""
+    if not np.isfinite(amax):
+        raise CompileError(f"calibration saw a non-finite value ({amax})")
+    if amax <= 0:
+        return EXP_RANGE[1] // 2
+    return int(min(max(math.floor(math.log2(127.0 / amax)), EXP_RANGE[0]), EXP_RANGE[1]))
+
+
+def candidate_exponents(amax: float) -> range:
+    """From the exponent that clips nothing to three bits finer."""
+    e = ideal_exponent(amax)
+    return range(e, min(e + 4, EXP_RANGE[1] + 1))
+
+
+def quantization_error(value: np.ndarray, e: int) -> float:
+    scale = np.float32(2.0 ** e)
+    q = np.clip(np.rint(value * scale), -128, 127)
+    return float(np.sum(np.square(q / scale - value), dtype=np.float64))
+
+
+def _int8_node(g: Graph, n: Node) -> bool:
+    """Whether the node runs on int8 data."""
+    if n.op in ("Conv", "Dense"):
+        return g.is_const(n.inputs[1]) and all(g.is_const(i) for i in n.inputs[2:] if i) \
+            and not g.is_const(n.inputs[0])
+    if n.op == "Add":
+        a, b = (g.tensors[i] for i in n.inputs)
+        return a.shape == b.shape and not any(g.is_const(i) for i in n.inputs)
+    if n.op == "Pad":
+        return not g.is_const(n.inputs[0])
+    return n.op in SAME_SCALE_OPS and all(not g.is_const(i) for i in n.inputs if i)
+
+
+class _Groups:
+    def __init__(self):
+        self.parent: dict[str, str] = {}
+
+    def find(self, t: str) -> str:
+        self.parent.setdefault(t, t)
+        while self.parent[t] != t:
+            self.parent[t] = self.parent[self.parent[t]]
+            t = self.parent[t]
+        return t
+
+    def union(self, a: str, b: str) -> None:
+        self.parent[self.find(a)] = self.find(b)
+
+
+def assign_exponents(g: Graph, cal: Calibration, int8_nodes: list[Node],
+                     weight_exp: dict[str, int]) -> dict[str, int]:
+    """An exponent per int8 tensor, consistent across scale-preserving ops, with every shift >= 0."""
+    groups = _Groups()
+    tensors = set()
+    for n in int8_nodes:
+        acts = [i for i in n.inputs if i and not g.is_const(i)]
+        tensors.update(acts + n.outputs)
+        if n.op in SAME_SCALE_OPS:
+            for i in acts:
+                groups.union(i, n.outputs[0])
+        elif n.op == "Add":
+            groups.union(acts[0], acts[1])
+    missing = sorted(t for t in tensors if t not in cal.amax)
+    if missing:
+        raise CompileError(f"calibration saw no values for {missing[:4]}")
+    exp: dict[str, int] = {}
+    for t in tensors:
+        root = groups.find(t)
+        exp[root] = min(exp.get(root, EXP_RANGE[1]), cal.exponent(t))
+    for _ in range(len(int8_nodes) + 1):  # lower groups until no conv/add needs a left shift
+        changed = False
+        for n in int8_nodes:
+            out = groups.find(n.outputs[0])
+            if n.op in ("Conv", "Dense"):
+                limit = exp[groups.find(n.inputs[0])] + weight_exp[n.name]
+            elif n.op == "Add":
+                limit = exp[groups.find(n.inputs[0])]
+            else:
+                continue
+            if exp[out] > limit:
+                exp[out], changed = limit, True
+        if not changed:
+            break
+    return {t: exp[groups.find(t)] for t in tensors}
+
+
+def _weight_exp(w: np.ndarray) -> int:
+    """Weights get the least-squared-error exponent too (symmetric range: -127..127)."""
+    candidates = candidate_exponents(float(np.max(np.abs(w))))
+    return min(candidates, key=lambda e: (quantization_error(np.clip(w, -127 * 2.0 ** -e, 127 * 2.0 ** -e), e)
+                                          + float(np.sum(np.square(w - np.clip(w, -127 * 2.0 ** -e,
+                                                                              127 * 2.0 ** -e)))), e))
+
+
+def _q(value: np.ndarray, e: int, lo: int, hi: int, dtype) -> np.ndarray:
+    return np.clip(np.rint(value.astype(np.float64) * 2.0 ** e), lo, hi).astype(dtype)
+
+
+def _qclip(act, e: int) -> tuple[int, int]:
+    lo, hi = act if act is not None else (-math.inf, math.inf)
+    qlo = -128 if lo == -math.inf else int(np.clip(math.ceil(lo * 2.0 ** e - 0.5), -128, 127))
+    qhi = 127 if hi == math.inf else int(np.clip(math.floor(hi * 2.0 ** e + 0.5), -128, 127))
+    return qlo, qhi
+
+
+def quantize(graph: Graph, cal: Calibration) -> Graph:
+    """The int8 graph: QConv/QDense/QAdd with shifts and clips, int8 pooling and layout ops,
+    Quantize/Dequantize at the borders with float ops and the graph's inputs and outputs."""
+    g = graph
+    int8_nodes = [n for n in g.nodes if _int8_node(g, n)]
+    int8_names = {n.name for n in int8_nodes}
+    wexp = {n.name: _weight_exp(g.consts[n.inputs[1]]) for n in int8_nodes if n.op in ("Conv", "Dense")}
+    exp = assign_exponents(g, cal, int8_nodes, wexp)
+    users = g.consumers()
+    q = Graph([], {}, list(g.inputs), list(g.outputs), {}, g.name, dict(g.notes))
+    for t in g.inputs:
+        q.tensors[t] = g.tensors[t]
+    qname: dict[str, str] = {}  # float tensor -> its int8 (or int32) version
+    fname: dict[str, str] = {t: t for t in g.inputs}  # tensor -> its float version
+
+    def as_int(t: str, reader: Node) -> str:
+        if t in qname:
+            return qname[t]
+        if t not in fname:
+            raise CompileError(f"input {t!r} has no value", node=reader.name, op=reader.op)
+        name = f"{t}.q"
+        q.tensors[name] = TensorInfo(g.tensors[t].shape, "int8", exp[t])
+        q.nodes.append(Node("Quantize", q.fresh_name(f"{t}.quantize"), [fname[t]], [name], dict(exp=exp[t])))
+        qname[t] = name
+        return name
+
+    def as_float(t: str) -> str:
+        """The float version of t keeps t's name; an int8 producer gets a Dequantize."""
+        if t in fname:
+            return fname[t]
+        if t in g.consts:
+            q.consts[t] = g.consts[t]
+            q.tensors[t] = g.tensors[t]
+            fname[t] = t
+            return t
+        src = qname[t]
+        q.tensors[t] = TensorInfo(g.tensors[t].shape, "float32")
+        q.nodes.append(Node("Dequantize", q.fresh_name(f"{t}.dequantize"), [src], [t],
+                            dict(exp=q.tensors[src].exp)))
+        fname[t] = t
+        return t
+
+    for n in g.nodes:
+        if n.name not in int8_names:
+            ins = [as_float(i) if i else "" for i in n.inputs]
+            q.tensors[n.outputs[0]] = g.tensors[n.outputs[0]]
+            q.nodes.append(Node(n.op, n.name, ins, list(n.outputs[:1]), dict(n.attrs)))
+            fname[n.outputs[0]] = n.outputs[0]
+            continue
+        out = n.outputs[0]
+        int8_readers = [u for u in users.get(out, []) if u.name in int8_names]
+        wide = n.op in ("Conv", "Dense") and not int8_readers and "act" not in n.attrs
+        attrs = {k: v for k, v in n.attrs.items() if k != "act"}
+        if n.op in ("Conv", "Dense"):
+            x = as_int(n.inputs[0], n)
+            e_x, e_w = exp[n.inputs[0]], wexp[n.name]
+            w = g.consts[n.inputs[1]]
+            ins = [x, q.add_const(f"{n.name}.weight_q", _q(w, e_w, -127, 127, np.int8))]
+            bias = g.consts[n.inputs[2]] if len(n.inputs) > 2 and n.inputs[2] else np.zeros(w.shape[0], np.float32)
+            bias_q = _q(bias, e_x + e_w, -2 ** 31, 2 ** 31 - 1, np.int64)
+            if wide:
+                info = TensorInfo(g.tensors[out].shape, "int32", e_x + e_w)
+            else:
+                shift = e_x + e_w - exp[out]
+                if shift > 0:  # round to nearest instead of down: the shift's half-LSB rides in the bias
+                    bias_q = bias_q + (1 << (shift - 1))
+                attrs.update(shift=shift, clip=_qclip(n.attrs.get("act"), exp[out]))
+                info = TensorInfo(g.tensors[out].shape, "int8", exp[out])
+            if np.any(bias_q) or len(n.inputs) > 2:
+                ins.append(q.add_const(f"{n.name}.bias_q", np.clip(bias_q, -2 ** 31, 2 ** 31 - 1).astype(np.int32)))
+            attrs.update(weight_exp=e_w)
+            op = "QConv" if n.op == "Conv" else "QDense"
+        elif n.op == "Add":
+            ins = [as_int(i, n) for i in n.inputs]
+            attrs.update(shift=exp[n.inputs[0]] - exp[out], clip=_qclip(n.attrs.get("act"), exp[out]))
+            op, info = "QAdd", TensorInfo(g.tensors[out].shape, "int8", exp[out])
+        else:
+            ins = [as_int(i, n) if i else "" for i in n.inputs]
+            op, info = n.op, TensorInfo(g.tensors[out].shape, "int8", exp[out])
+            if n.op == "Clip":
+                attrs["lo"], attrs["hi"] = _qclip((n.attrs["lo"], n.attrs["hi"]), exp[out])
+            elif n.op == "Pad":
+                attrs["value"] = float(_q(np.array(n.attrs["value"]), exp[out], -128, 127, np.int8))
+        name = q.fresh_name(f"{out}.q" if info.dtype == "int8" else f"{out}.i32")
+        q.tensors[name] = info
+        q.nodes.append(Node(op, n.name, ins, [name], attrs))
+        qname[out] = name
+    for t in g.outputs:
+        if t not in fname:
+            as_float(t)
+    q.notes["calibration"] = dict(samples=cal.samples, synthetic=cal.synthetic)
+    q.prune()
+    q.validate()
+    return q

@@ -1,0 +1,142 @@
+"""Where a network's time goes: a per-layer table and a roofline plot of the accelerator tasks.
+
+The roofline places each accelerator task by arithmetic intensity (operations
+per DRAM byte it moved) against the configuration's two roofs: peak compute
+(2 x batch x block_in x block_out ops per cycle) and memory bandwidth (bus bytes
+per cycle), both at the configured clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rich.table import Table
+
+from vtakit.isa.config import HwConfig
+
+VTA_C2_C11_MS = 88.3  # VTA on the PYNQ board, ResNet-18 C2-C11 (WORKLOADS.md)
+
+
+@dataclass
+class LayerRow:
+    node: str
+    op: str
+    place: str
+    cycles: int | None
+    ms: float  # predicted at the config's clock for accelerator tasks, measured wall time for host tasks
+    macs: int
+    utilization: float | None
+    gops: float | None
+    bytes_moved: int
+    intensity: float | None  # ops per byte
+
+
+@dataclass
+class ModuleReport:
+    config: HwConfig
+    device: str
+    rows: list[LayerRow] = field(default_factory=list)
+    border_transfers: int = 0
+
+    @classmethod
+    def of(cls, module) -> "ModuleReport":
+        cfg = module.config
+        run = module.last_run
+        rep = cls(cfg, getattr(run, "device", "?"), border_transfers=run.border_transfers)
+        for t in run.tasks:
+            if t.place == "vta" and t.cycles:
+                ms = t.cycles / (cfg.clock_mhz * 1e3)
+                util = t.macs / (t.cycles * cfg.peak_macs_per_cycle) if t.macs else None
+                gops = 2 * t.macs / (ms * 1e6) if t.macs else None
+                intensity = 2 * t.macs / t.bytes_moved if t.macs and t.bytes_moved else None
+            else:
+                ms, util, gops, intensity = t.seconds * 1e3, None, None, None
+            rep.rows.append(LayerRow(t.node, t.op, t.place, t.cycles, ms, t.macs, util, gops, t.bytes_moved,
+                                     intensity))
+        return rep
+
+    # ------------------------------------------------------------ totals
+    @property
+    def accelerator_cycles(self) -> int:
+        return sum(r.cycles or 0 for r in self.rows if r.place == "vta")
+
+    @property
+    def accelerator_ms(self) -> float:
+        return self.accelerator_cycles / (self.config.clock_mhz * 1e3)
+
+    @property
+    def host_ms(self) -> float:
+        return sum(r.ms for r in self.rows if r.place == "host")
+
+    @property
+    def accelerator_macs(self) -> int:
+        return sum(r.macs for r in self.rows if r.place == "vta")
+
+    @property
+    def utilization(self) -> float | None:
+        c = self.accelerator_cycles
+        return self.accelerator_macs / (c * self.config.peak_macs_per_cycle) if c else None
+
+    def to_dict(self) -> dict:
+        return dict(config=self.config.label, device=self.device, accelerator_cycles=self.accelerator_cycles,
+                    accelerator_ms=self.accelerator_ms, host_ms=self.host_ms, utilization=self.utilization,
+                    border_transfers=self.border_transfers, layers=[asdict(r) for r in self.rows])
+
+    # ------------------------------------------------------------ views
+    def table(self, *, host_rows: bool = True) -> Table:
+        t = Table(title=f"per layer on {self.device} ({self.config.label}, {self.config.clock_mhz:g} MHz)")
+        for col in ("layer", "op", "on", "cycles", "ms", "MMACs", "util %", "GOPS", "MB moved"):
+            t.add_column(col, justify="left" if col in ("layer", "op", "on") else "right")
+        for r in self.rows:
+            if r.place == "host" and not host_rows and r.macs == 0:
+                continue
+            t.add_row(r.node, r.op, r.place, f"{r.cycles:,}" if r.cycles is not None else "",
+                      f"{r.ms:.3f}", f"{r.macs / 1e6:.1f}" if r.macs else "",
+                      f"{100 * r.utilization:.1f}" if r.utilization is not None else "",
+                      f"{r.gops:.1f}" if r.gops is not None else "",
+                      f"{r.bytes_moved / 1e6:.2f}" if r.bytes_moved else "")
+        return t
+
+    def summary_lines(self) -> list[str]:
+        u = self.utilization
+        lines = [f"accelerator: {self.accelerator_cycles:,} cycles = {self.accelerator_ms:.2f} ms at "
+                 f"{self.config.clock_mhz:g} MHz ({self.accelerator_macs / 1e9:.2f} GMACs"
+                 + (f", {100 * u:.1f} % of peak)" if u is not None else ")"),
+                 f"host: {self.host_ms:.1f} ms measured on this machine; {self.border_transfers} activations "
+                 f"crossed between host and DRAM"]
+        return lines
+
+    def roofline(self, path) -> Path:
+        """A roofline PNG of the accelerator tasks (needs matplotlib)."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        cfg = self.config
+        peak = cfg.peak_gops
+        bw = cfg.bus_bytes * cfg.clock_mhz / 1e3  # GB/s
+        pts = [r for r in self.rows if r.place == "vta" and r.gops and r.intensity]
+        fig, ax = plt.subplots(figsize=(7.5, 5))
+        lo = min([r.intensity for r in pts] + [peak / bw / 8]) / 2
+        hi = max([r.intensity for r in pts] + [peak / bw * 8]) * 2
+        xs = [lo, peak / bw, hi]
+        ax.plot(xs, [min(peak, bw * x) for x in xs], color="black", lw=2,
+                label=f"roof: {peak:.1f} GOPS, {bw:.2f} GB/s")
+        for r in pts:
+            ax.scatter(r.intensity, r.gops, s=max(12.0, r.macs / 2e6), alpha=0.7)
+            ax.annotate(r.node, (r.intensity, r.gops), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("arithmetic intensity (ops per DRAM byte)")
+        ax.set_ylabel("achieved GOPS")
+        ax.set_title(f"roofline, {cfg.label} at {cfg.clock_mhz:g} MHz ({self.device})")
+        ax.legend(loc="lower right")
+        ax.grid(True, which="both", alpha=0.3)
+        fig.tight_layout()
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        return path

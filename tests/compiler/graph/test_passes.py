@@ -1,0 +1,169 @@
+"""Graph passes, each on a small hand-built graph: folding, DCE/CSE, no-ops, fusion, quantization,
+partitioning, DRAM planning."""
+
+import numpy as np
+import pytest
+
+from vtakit.compiler.graph.execute import run_graph
+from vtakit.compiler.graph.fold import canonicalize_dense, fold_into_conv, fuse_activations
+from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
+from vtakit.compiler.graph.partition import PartitionOptions, partition
+from vtakit.compiler.graph.plan import plan_dram
+from vtakit.compiler.graph.quantize import Calibration, calibrate, ideal_exponent, quantize
+from vtakit.compiler.graph.shapes import infer_graph
+from vtakit.compiler.graph.simplify import (
+    eliminate_common_subexpressions, eliminate_dead_code, fold_constants, remove_noops,
+)
+from vtakit.errors import CompileError
+from vtakit.isa.config import HwConfig
+
+RNG = np.random.default_rng(0)
+CONV = dict(kernel=(3, 3), strides=(1, 1), pads=(1, 1, 1, 1), dilations=(1, 1), group=1)
+
+
+def graph(nodes, inputs, consts, outputs):
+    g = Graph(nodes, {k: TensorInfo(s, "float32") for k, s in inputs.items()}, list(inputs), outputs, {})
+    for k, v in consts.items():
+        g.consts[k] = v
+        g.tensors[k] = TensorInfo(v.shape, v.dtype.name)
+    infer_graph(g)
+    g.validate()
+    return g
+
+
+def conv_bn_graph():
+    consts = dict(w=RNG.standard_normal((8, 4, 3, 3)).astype(np.float32),
+                  b=RNG.standard_normal(8).astype(np.float32),
+                  gamma=RNG.uniform(0.5, 1.5, 8).astype(np.float32), beta=RNG.standard_normal(8).astype(np.float32),
+                  mean=RNG.standard_normal(8).astype(np.float32), var=RNG.uniform(0.5, 2, 8).astype(np.float32),
+                  scale=RNG.uniform(0.5, 2, (1, 8, 1, 1)).astype(np.float32))
+    nodes = [Node("Conv", "conv", ["x", "w", "b"], ["c"], dict(CONV)),
+             Node("BatchNormalization", "bn", ["c", "gamma", "beta", "mean", "var"], ["n"], dict(epsilon=1e-5)),
+             Node("Mul", "mul", ["n", "scale"], ["m"]),
+             Node("Relu", "relu", ["m"], ["r"]),
+             Node("Clip", "clip", ["r"], ["y"], dict(lo=-1.0, hi=6.0))]
+    return graph(nodes, {"x": (2, 4, 6, 6)}, consts, ["y"])
+
+
+def test_batchnorm_and_scale_fold_into_the_conv_and_activations_fuse():
+    g = conv_bn_graph()
+    x = RNG.standard_normal((2, 4, 6, 6)).astype(np.float32)
+    want = run_graph(g, {"x": x})["y"]
+    f = fuse_activations(fold_into_conv(g))
+    assert [n.op for n in f.nodes] == ["Conv"] and f.nodes[0].attrs["act"] == (0.0, 6.0)
+    assert f.nodes[0].outputs == ["y"]  # the graph output keeps its name
+    np.testing.assert_allclose(run_graph(f, {"x": x})["y"], want, rtol=1e-4, atol=1e-4)
+
+
+def test_gemm_becomes_dense_with_alpha_beta_folded():
+    w = RNG.standard_normal((5, 7)).astype(np.float32)
+    c = RNG.standard_normal(5).astype(np.float32)
+    g = graph([Node("Gemm", "fc", ["x", "w", "c"], ["y"], dict(alpha=0.5, beta=2.0, transA=False, transB=True))],
+              {"x": (3, 7)}, dict(w=w, c=c), ["y"])
+    d = canonicalize_dense(g)
+    assert d.nodes[0].op == "Dense"
+    x = RNG.standard_normal((3, 7)).astype(np.float32)
+    np.testing.assert_allclose(run_graph(d, {"x": x})["y"], 0.5 * x @ w.T + 2 * c, rtol=1e-5, atol=1e-5)
+
+
+def test_constant_folding_dce_cse_and_noops():
+    w = RNG.standard_normal((3, 2)).astype(np.float32)
+    nodes = [Node("Transpose", "wt", ["w"], ["w_t"], dict(perm=[1, 0])),            # constant: folded
+             Node("MatMul", "mm", ["x", "w_t"], ["a"]),
+             Node("Relu", "r1", ["a"], ["b1"]), Node("Relu", "r2", ["a"], ["b2"]),  # the same: CSE
+             Node("Add", "add", ["b1", "b2"], ["s"]),
+             Node("Transpose", "t1", ["s"], ["t"], dict(perm=[1, 0])),
+             Node("Transpose", "t2", ["t"], ["u"], dict(perm=[1, 0])),               # cancels t1
+             Node("Identity", "id", ["u"], ["v"]),
+             Node("Softmax", "unused", ["a"], ["dead"], dict(axis=1, legacy=False)),  # nobody reads it
+             Node("Relu", "out", ["v"], ["y"])]
+    g = graph(nodes, {"x": (4, 2)}, dict(w=w), ["y"])
+    x = RNG.standard_normal((4, 2)).astype(np.float32)
+    want = run_graph(g, {"x": x})["y"]
+    s = remove_noops(eliminate_common_subexpressions(eliminate_dead_code(fold_constants(g))))
+    assert [n.op for n in s.nodes] == ["MatMul", "Relu", "Add", "Relu"]
+    np.testing.assert_allclose(run_graph(s, {"x": x})["y"], want, rtol=1e-6)
+
+
+def test_ideal_exponent():
+    assert ideal_exponent(1.0) == 6 and ideal_exponent(127.0) == 0 and ideal_exponent(128.0) == -1
+    assert 1.0 * 2 ** ideal_exponent(1.0) <= 127 < 2.0 * 2 ** ideal_exponent(1.0)
+    with pytest.raises(CompileError):
+        ideal_exponent(float("nan"))
+
+
+def residual_graph():
+    consts = dict(w1=(RNG.standard_normal((16, 16, 3, 3)) * 0.1).astype(np.float32),
+                  w2=(RNG.standard_normal((16, 16, 3, 3)) * 0.1).astype(np.float32),
+                  b1=RNG.standard_normal(16).astype(np.float32) * 0.1)
+    nodes = [Node("Conv", "c1", ["x", "w1", "b1"], ["a"], dict(CONV, act=(0.0, float("inf")))),
+             Node("MaxPool", "pool", ["a"], ["p"], dict(kernel=(2, 2), strides=(2, 2), pads=(0, 0, 0, 0),
+                                                        dilations=(1, 1), ceil_mode=False)),
+             Node("Conv", "c2", ["p", "w2"], ["b"], dict(CONV)),
+             Node("Add", "add", ["b", "p"], ["s"], dict(act=(0.0, float("inf")))),
+             Node("Softmax", "sm", ["s"], ["y"], dict(axis=1, legacy=False))]
+    return graph(nodes, {"x": (1, 16, 8, 8)}, consts, ["y"])
+
+
+def test_quantize_shares_exponents_and_never_shifts_left():
+    g = residual_graph()
+    cal = calibrate(g, [{"x": RNG.standard_normal((1, 16, 8, 8)).astype(np.float32)} for _ in range(3)])
+    q = quantize(g, cal)
+    ops = [n.op for n in q.nodes]
+    assert ops == ["Quantize", "QConv", "MaxPool", "QConv", "QAdd", "Dequantize", "Softmax"]
+    t = q.tensors
+    pool, add = q.nodes[2], q.nodes[4]
+    assert t[pool.inputs[0]].exp == t[pool.outputs[0]].exp          # pooling keeps the scale
+    assert t[add.inputs[0]].exp == t[add.inputs[1]].exp             # both add inputs share one
+    assert all(n.attrs["shift"] >= 0 for n in q.nodes if n.op in ("QConv", "QAdd"))
+    assert q.nodes[1].attrs["clip"] == (0, 127) and add.attrs["clip"] == (0, 127)
+    assert all(t[o].dtype == "int8" for n in q.nodes[1:5] for o in n.outputs)
+    x = RNG.standard_normal((1, 16, 8, 8)).astype(np.float32)
+    y_float = run_graph(g, {"x": x})["y"]
+    y_int8 = run_graph(q, {"x": x})["y"]
+    cos = float(y_int8.ravel() @ y_float.ravel() / np.linalg.norm(y_int8) / np.linalg.norm(y_float))
+    assert cos > 0.99 and np.abs(y_int8 - y_float).max() < 0.2
+
+
+def test_quantize_needs_calibration_of_every_tensor():
+    with pytest.raises(CompileError, match="calibration saw no values"):
+        quantize(residual_graph(), Calibration({"x": 1.0}, 1))
+
+
+def test_partition_rules_and_options():
+    g = residual_graph()
+    cal = calibrate(g, [{"x": RNG.standard_normal((1, 16, 8, 8)).astype(np.float32)}])
+    q = quantize(g, cal)
+    cfg = HwConfig.preset("pynq")
+    place = partition(q, cfg)
+    assert [place[n.name] for n in q.nodes] == ["host", "vta", "vta", "vta", "vta", "host", "host"]
+    place = partition(q, cfg, PartitionOptions(first_conv="host", host_nodes=("add",)))
+    assert place["c1"] == "host" and place["add"] == "host" and place["c2"] == "vta"
+    assert q.notes["host_reasons"]["add"] == "asked for the host"
+    with pytest.raises(CompileError, match="unknown nodes"):
+        partition(q, cfg, PartitionOptions(host_nodes=("nope",)))
+    with pytest.raises(CompileError, match="first_conv"):
+        PartitionOptions(first_conv="gpu")
+
+
+def test_depthwise_conv_stays_on_the_host_with_a_reason():
+    w = RNG.standard_normal((8, 1, 3, 3)).astype(np.float32)
+    g = graph([Node("Conv", "dw", ["x", "w"], ["y"], dict(CONV, group=8))], {"x": (1, 8, 5, 5)}, dict(w=w), ["y"])
+    q = quantize(g, calibrate(g, [{"x": RNG.standard_normal((1, 8, 5, 5)).astype(np.float32)}]))
+    place = partition(q, HwConfig.preset("pynq"))
+    assert place["dw"] == "host" and "depthwise" in q.notes["host_reasons"]["dw"]
+
+
+def test_dram_plan_reuses_space_only_between_disjoint_lifetimes():
+    cfg = HwConfig.preset("pynq")
+    acts = {"a": (5000, 0, 1), "b": (3000, 1, 2), "c": (4000, 2, 3), "d": (100, 3, 4)}
+    plan = plan_dram(cfg, {"w": 1000}, acts)
+    assert plan.slots["w"] == (0, 1000)
+    for k1, (s1, f1, l1) in acts.items():
+        for k2, (s2, f2, l2) in acts.items():
+            if k1 < k2 and not (f1 > l2 or l1 < f2):
+                (o1, n1), (o2, n2) = plan.slots[k1], plan.slots[k2]
+                assert o1 + n1 <= o2 or o2 + n2 <= o1, (k1, k2)
+    used = max(o + n for o, n in plan.slots.values()) - plan.const_bytes
+    assert used < plan.activation_bytes_without_reuse
+    assert plan.slots["a"][0] % 256 == 0 and plan.arena_bytes % 4096 == 0

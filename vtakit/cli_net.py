@@ -1,0 +1,204 @@
+"""The network commands of the `vtakit` command line: `compile`, `run`, `report` and the demo."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from vtakit.errors import VtaError
+
+RUN_DEVICES = ("fsim", "sim", "rtl", "cpu")
+
+
+def _load_arrays(path: str, what: str) -> dict[str, np.ndarray] | np.ndarray:
+    p = Path(path)
+    if not p.exists():
+        raise VtaError(f"{what} file {path} does not exist")
+    try:
+        if p.suffix == ".npz":
+            with np.load(p, allow_pickle=False) as z:
+                return {k: z[k] for k in z.files}
+        return np.load(p, allow_pickle=False)
+    except Exception as e:  # a damaged file can raise many kinds
+        raise VtaError(f"cannot read {what} file {path}: {e}") from None
+
+
+def _input_shapes(specs: list[str] | None) -> dict[str, tuple[int, ...]] | None:
+    if not specs:
+        return None
+    shapes = {}
+    for spec in specs:
+        name, sep, dims = spec.partition("=")
+        try:
+            shapes[name] = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            sep = ""
+        if not sep or not name:
+            raise VtaError(f"--input-shape takes NAME=D0,D1,..., got {spec!r}")
+    return shapes
+
+
+def _calibration(path: str | None, module_inputs: list[str] | None = None):
+    """A list of samples from a .npy (N, *shape) or a .npz of such arrays by input name."""
+    if path is None:
+        return None
+    data = _load_arrays(path, "calibration")
+    if isinstance(data, np.ndarray):
+        return [data[i] for i in range(data.shape[0])]
+    counts = {k: v.shape[0] for k, v in data.items()}
+    if len(set(counts.values())) != 1:
+        raise VtaError(f"calibration arrays hold different sample counts: {counts}")
+    n = next(iter(counts.values()))
+    return [{k: v[i] for k, v in data.items()} for i in range(n)]
+
+
+def cmd_compile(args) -> int:
+    from vtakit.cli import console
+    from vtakit.compiler.graph import compile_module
+
+    cal = _calibration(args.calibrate)
+    t0 = time.perf_counter()
+    with console.status(f"compiling {args.model} for {args.config or 'pynq'} ({args.target})"):
+        module = compile_module(args.model, args.config, target=args.target, calibrate=cal,
+                                input_shapes=_input_shapes(args.input_shape),
+                                partition_options=dict(first_conv=args.first_conv, classifier=args.classifier),
+                                seed=args.seed)
+    out = module.save(args.output)
+    notes = module.notes
+    console.print(f"compiled {args.model}: {notes['source_nodes']} ONNX nodes -> {len(module.graph.nodes)} "
+                  f"({len(module.vta_tasks())} accelerator tasks) in {time.perf_counter() - t0:.1f} s -> {out}")
+    if notes.get("defaulted_dims"):
+        console.print(f"symbolic input dimensions set to 1: {', '.join(notes['defaulted_dims'])} "
+                      f"(use --input-shape NAME=D0,D1,...)")
+    cal_notes = notes.get("calibration")
+    if cal_notes and cal_notes["synthetic"]:
+        console.print(f"[yellow]calibrated on {cal_notes['samples']} seeded random inputs[/] (no --calibrate "
+                      f"given); accuracy on real data needs real samples")
+    for node, why in notes.get("host_reasons", {}).items():
+        console.print(f"  on the host: {node} ({why})")
+    return 0
+
+
+def _print_report(module, png: str | None) -> None:
+    from vtakit.cli import console
+
+    rep = module.report()
+    console.print(rep.table())
+    for line in rep.summary_lines():
+        console.print(line)
+    if png and module.target == "vta" and rep.accelerator_cycles:
+        console.print(f"roofline written to {rep.roofline(png)}")
+
+
+def cmd_run(args) -> int:
+    from vtakit.cli import console
+    from vtakit.compiler.graph import CompiledModule
+
+    module = CompiledModule.load(args.module)
+    data = _load_arrays(args.input, "input")
+    t0 = time.perf_counter()
+    outputs = module.run(data, device=args.device, timeout_s=args.timeout)
+    console.print(f"ran {args.module} on {args.device} in {time.perf_counter() - t0:.2f} s")
+    for name, value in outputs.items():
+        flat = value.reshape(value.shape[0], -1) if value.ndim > 1 else value.reshape(1, -1)
+        console.print(f"{name}: {value.dtype} {tuple(value.shape)}; argmax per row {flat.argmax(axis=1)[:16]}")
+    if args.output:
+        if args.output.endswith(".npz") or len(outputs) > 1:
+            np.savez(args.output, **outputs)
+        else:
+            np.save(args.output, next(iter(outputs.values())))
+        console.print(f"outputs written to {args.output}")
+    if args.report:
+        _print_report(module, args.roofline)
+    return 0
+
+
+def cmd_report(args) -> int:
+    from vtakit.cli import console
+    from vtakit.compiler.graph import CompiledModule
+
+    module = CompiledModule.load(args.module)
+    if args.input:
+        data = _load_arrays(args.input, "input")
+    else:
+        rng = np.random.default_rng(args.seed)
+        data = {n: rng.standard_normal(i.shape).astype(i.dtype) for n, i in module.inputs.items()}
+        console.print(f"no --input: running on seeded random inputs (seed {args.seed})")
+    module.run(data, device=args.device)
+    _print_report(module, args.roofline)
+    if args.json:
+        print(json.dumps(module.report().to_dict(), indent=2, default=str))
+    return 0
+
+
+def cmd_demo(args) -> int:
+    """Compile ResNet-18 from the zoo for the config, run it on the cycle model, report per layer."""
+    from vtakit.cli import _config, console
+    from vtakit.compiler import zoo
+    from vtakit.compiler.graph import compile_module
+    from vtakit.compiler.graph.report import VTA_C2_C11_MS
+
+    cfg = _config(args.config)
+    t0 = time.perf_counter()
+    model = zoo.build("resnet18", seed=0)
+    console.print(f"[bold]vtakit demo[/]: ResNet-18 (seeded weights, built in code) compiled for {cfg.label}, run on "
+                  f"the cycle model; calibrated on {args.samples} seeded random images")
+    rng = np.random.default_rng(0)
+    samples = [rng.standard_normal((1, 3, 224, 224)).astype(np.float32) for _ in range(args.samples)]
+    module = compile_module(model, cfg, calibrate=samples)
+    t1 = time.perf_counter()
+    console.print(f"compiled in {t1 - t0:.1f} s: {len(module.vta_tasks())} accelerator tasks, "
+                  f"{len(module.tasks) - len(module.vta_tasks())} host tasks, DRAM arena "
+                  f"{module.plan.arena_bytes / 2**20:.1f} MiB")
+    x = rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
+    logits = module.run(x, device="sim")["logits"]
+    t2 = time.perf_counter()
+    console.print(f"simulated in {t2 - t1:.1f} s; top-5 classes {np.argsort(logits[0])[::-1][:5].tolist()}")
+    rep = module.report()
+    console.print(rep.table(host_rows=False))
+    for line in rep.summary_lines():
+        console.print(line)
+    c2_c11 = [r for r in rep.rows if r.place == "vta" and r.op == "QConv" and r.node.startswith("layer")]
+    if cfg.label == "pynq" and c2_c11:
+        ms = sum(r.ms for r in c2_c11)
+        console.print(f"the convolutions of layer1-layer4 (WORKLOADS.md's C2-C11 with their repeats): {ms:.1f} ms "
+                      f"predicted at {cfg.clock_mhz:g} MHz; VTA measured {VTA_C2_C11_MS} ms for C2-C11 on the board")
+    console.print(f"roofline written to {rep.roofline(args.roofline)}")
+    console.print("more: vtakit compile MODEL.onnx -o m.vtamod; vtakit run m.vtamod --input x.npy --report")
+    return 0
+
+
+def add_parsers(sub, config_help: str) -> None:
+    c = sub.add_parser("compile", help="compile an ONNX model into a .vtamod module")
+    c.add_argument("model", help="ONNX file")
+    c.add_argument("--config", help=config_help)
+    c.add_argument("--target", default="vta", choices=["vta", "cpu"], help="cpu: the whole graph on the host")
+    c.add_argument("--calibrate", help=".npy of N stacked samples, or .npz of them by input name")
+    c.add_argument("--input-shape", action="append", help="NAME=D0,D1,... for symbolic dimensions")
+    c.add_argument("--first-conv", default="vta", choices=["vta", "host"])
+    c.add_argument("--classifier", default="vta", choices=["vta", "host"])
+    c.add_argument("--seed", type=int, default=0, help="seed of the synthetic calibration inputs")
+    c.add_argument("-o", "--output", default="model.vtamod")
+    c.set_defaults(func=cmd_compile)
+
+    r = sub.add_parser("run", help="run a compiled module on a device")
+    r.add_argument("module")
+    r.add_argument("--input", required=True, help=".npy (single input) or .npz by input name")
+    r.add_argument("--output", help=".npy or .npz for the outputs")
+    r.add_argument("--device", default="sim", choices=RUN_DEVICES)
+    r.add_argument("--timeout", type=float, help="seconds per accelerator task")
+    r.add_argument("--report", action="store_true", help="print the per-layer table")
+    r.add_argument("--roofline", default="out/roofline.png", help="with --report: the roofline PNG")
+    r.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("report", help="run a module and print where the time goes, with a roofline PNG")
+    p.add_argument("module")
+    p.add_argument("--input", help=".npy or .npz (default: seeded random inputs)")
+    p.add_argument("--device", default="sim", choices=RUN_DEVICES)
+    p.add_argument("--roofline", default="out/roofline.png")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_report)
