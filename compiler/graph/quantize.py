@@ -69,10 +69,11 @@ def strip_fake_quant(graph: Graph) -> Graph:
     prod = g.producers()
     for n in list(g.nodes):
         if n.op == "DequantizeLinear" and (p := prod.get(n.inputs[0])) is not None and p.op == "QuantizeLinear":
-            g.replace_uses(n.outputs[0], p.inputs[0])
-            if n.outputs[0] in g.outputs:
-                continue
-            g.nodes.remove(n)
+            if n.outputs[0] in g.outputs:  # a graph output keeps its name
+                n.op, n.inputs, n.attrs = "Identity", [p.inputs[0]], {}
+            else:
+                g.replace_uses(n.outputs[0], p.inputs[0])
+                g.nodes.remove(n)
     from vtakit.compiler.graph.simplify import eliminate_dead_code
 
     return eliminate_dead_code(g)
