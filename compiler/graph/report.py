@@ -43,7 +43,7 @@ class ModuleReport:
     def of(cls, module) -> "ModuleReport":
         cfg = module.config
         run = module.last_run
-        rep = cls(cfg, getattr(run, "device", "?"), border_transfers=run.border_transfers)
+        rep = cls(cfg, run.device or "?", border_transfers=run.border_transfers)
         for t in run.tasks:
             if t.place == "vta" and t.cycles:
                 ms = t.cycles / (cfg.clock_mhz * 1e3)

@@ -40,6 +40,7 @@ class RunResult:
     outputs: dict[str, np.ndarray]
     tasks: list[TaskTiming] = field(default_factory=list)
     border_transfers: int = 0  # activations packed into or unpacked from DRAM by the host
+    device: str = ""
 
     @property
     def accelerator_cycles(self) -> int:
