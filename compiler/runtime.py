@@ -113,12 +113,17 @@ def read_output(op: CompiledOp, dram: np.ndarray, base: int) -> np.ndarray:
     cfg = op.cfg
     spec = op.tensors[op.output]
     raw = dram[base:base + spec.nbytes(cfg)].copy()
-    planes = raw.view(np.int8).reshape((spec.planes,) + spec.shape + (cfg.batch, cfg.block_out))
-    if spec.planes == 1:
-        return planes[0]
-    word = np.zeros(planes.shape[1:], dtype=np.uint32)
-    for p in range(spec.planes):
-        word |= planes[p].view(np.uint8).astype(np.uint32) << np.uint32(8 * p)
+    return join_planes(raw, spec.planes, spec.shape + (cfg.batch, cfg.block_out))
+
+
+def join_planes(raw: np.ndarray, planes: int, shape: tuple[int, ...]) -> np.ndarray:
+    """Bytes of a stored output -> int8 (one plane) or int32 (byte planes, least significant first)."""
+    split = raw.view(np.int8).reshape((planes,) + tuple(shape))
+    if planes == 1:
+        return split[0]
+    word = np.zeros(split.shape[1:], dtype=np.uint32)
+    for p in range(planes):
+        word |= split[p].view(np.uint8).astype(np.uint32) << np.uint32(8 * p)
     return word.view(np.int32)
 
 

@@ -185,10 +185,12 @@ def assign_exponents(g: Graph, cal: Calibration, int8_nodes: list[Node],
 
 def _weight_exp(w: np.ndarray) -> int:
     """Weights get the least-squared-error exponent too (symmetric range: -127..127)."""
-    candidates = candidate_exponents(float(np.max(np.abs(w))))
-    return min(candidates, key=lambda e: (quantization_error(np.clip(w, -127 * 2.0 ** -e, 127 * 2.0 ** -e), e)
-                                          + float(np.sum(np.square(w - np.clip(w, -127 * 2.0 ** -e,
-                                                                              127 * 2.0 ** -e)))), e))
+    def error(e: int) -> float:
+        limit = 127 * 2.0 ** -e
+        clipped = np.clip(w, -limit, limit)
+        return quantization_error(clipped, e) + float(np.sum(np.square(w - clipped)))
+
+    return min(candidate_exponents(float(np.max(np.abs(w)))), key=lambda e: (error(e), e))
 
 
 def _q(value: np.ndarray, e: int, lo: int, hi: int, dtype) -> np.ndarray:

@@ -19,6 +19,7 @@ from vtakit.errors import DeviceError
 from vtakit.compiler import cpu
 from vtakit.compiler.graph.execute import check_feeds, run_node
 from vtakit.compiler.graph.lower import ActBuffer, VtaTask
+from vtakit.compiler.runtime import join_planes
 from vtakit.isa.layout import INSN_BYTES
 from vtakit.sim.stats import RunStats
 
@@ -81,14 +82,7 @@ def _read_act(module, b: Binding, buf: ActBuffer, shape: tuple[int, ...]) -> np.
     nb, cb = -(-n // cfg.batch), -(-c // buf.block)
     spatial = (shape[2], shape[3]) if len(shape) == 4 else (1, 1)
     packed_shape = (nb, cb) + spatial + (cfg.batch, buf.block)
-    if buf.planes == 1:
-        packed = raw.view(np.int8).reshape(packed_shape)
-    else:  # int32 stored as byte planes, least significant first
-        planes = raw.reshape((buf.planes,) + packed_shape).astype(np.uint32)
-        word = np.zeros(packed_shape, np.uint32)
-        for p in range(buf.planes):
-            word |= planes[p] << np.uint32(8 * p)
-        packed = word.view(np.int32)
+    packed = join_planes(raw, buf.planes, packed_shape)
     return cpu.unpack_activation(np.ascontiguousarray(packed), n, c).reshape(shape)
 
 
