@@ -6,6 +6,7 @@ import hashlib
 import json
 from pathlib import Path
 
+import cocotb
 import pytest
 from cocotb_tools.runner import get_results, get_runner
 
@@ -21,7 +22,9 @@ def _run(cfg: HwConfig, toplevel: str, module: str, parameters: dict, testcase: 
     files = {"vta_pkg.sv": package_text(cfg)}
     for name in {"vta_gemm_core": ["vta_dot_pair.sv", "vta_gemm_core.sv"]}.get(toplevel, [f"{toplevel}.sv"]):
         files[name] = (RTL_DIR / name).read_text()
-    key = hashlib.sha256(json.dumps([files, parameters, toplevel], sort_keys=True).encode()).hexdigest()[:16]
+    # The generated Makefile names this venv's cocotb files: a build from another checkout is not reusable.
+    where = str(Path(cocotb.__file__).resolve())
+    key = hashlib.sha256(json.dumps([files, parameters, toplevel, where], sort_keys=True).encode()).hexdigest()[:16]
     build_dir = cache_root() / "cocotb" / f"{toplevel}-{cfg.label}-{key}"
     src_dir = build_dir / "src"
     src_dir.mkdir(parents=True, exist_ok=True)
