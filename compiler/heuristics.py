@@ -67,8 +67,28 @@ def _row_cycles(cfg: HwConfig, nbytes: int) -> float:
     return _ceil(nbytes, cfg.burst_bytes) * cfg.mem_latency + _ceil(nbytes, cfg.bus_bytes)
 
 
-def conv_cost(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> float | None:
-    """Estimated cycles of a convolution schedule, or None if it does not fit."""
+@dataclass(frozen=True)
+class ConvTerms:
+    """What a convolution schedule implies, in the cycle simulator's units: the cost model's
+    inputs, and (in `vtakit.scheduling`) the tuner's features."""
+
+    tiles: int              # output tiles
+    steps: int              # reduction steps (tiles x input-channel tiles)
+    inp_tile: int           # inp buffer entries of one thread's input tile
+    wgt_tile: int           # wgt buffer entries of one weight tile
+    acc_tile: int           # acc entries of one output tile
+    kernel_uops: int        # GEMM micro-ops of one (oc, ic) block pair's kernel
+    weight_loads: int       # weight tiles loaded over the run
+    inp_cycles: float       # port cycles of one step's input load
+    wgt_cycles: float       # port cycles of one weight tile load
+    store_cycles: float     # port cycles of one output tile store
+    port: float             # memory-port cycles over the run
+    compute: float          # compute-module cycles over the run
+    cycles: float           # the estimate: overlapped with virtual threads, serial without
+
+
+def conv_terms(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> ConvTerms | None:
+    """The terms of a convolution schedule, or None if it does not fit the buffers."""
     t_oc, t_oh, t_ow, t_ic = k.tile_oc, k.tile_oh, k.tile_ow, k.tile_ic
     n_oc, n_oh, n_ow, n_ic = _ceil(s.ocb, t_oc), _ceil(s.oh, t_oh), _ceil(s.ow, t_ow), _ceil(s.icb, t_ic)
     vt = k.vthreads
@@ -102,8 +122,6 @@ def conv_cost(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> float | None:
             weight_loads = max(weight_loads, s.nb * n_oc)
     else:
         weight_loads = steps
-    if k.vthread_axis == "oc" and k.order == "oc" and vt > 1:
-        pass  # each thread loads its own input tiles: counted per step already
     out_runs = t_oc * (1 if t_ow == s.ow else t_oh)
     store_cycles = out_runs * _row_cycles(cfg, acc_tile // out_runs * eb_out) * s.planes
     port = steps * inp_cycles + weight_loads * wgt_step + tiles * store_cycles
@@ -113,12 +131,18 @@ def conv_cost(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> float | None:
     uop_loads = tiles * 2 * (_row_cycles(cfg, kernel * 4) + 1)
     compute = gemm + tile_ops + uop_loads
     first = inp_cycles + wgt_step
-    last = store_cycles
     if vt > 1:
-        return max(compute, port) + first + last + 0.02 * min(compute, port)
-    # One thread: a step's loads cannot overlap its own compute.
-    loads = steps * inp_cycles + weight_loads * wgt_step
-    return compute + loads + last
+        cycles = max(compute, port) + first + store_cycles + 0.02 * min(compute, port)
+    else:  # one thread: a step's loads cannot overlap its own compute
+        cycles = compute + steps * inp_cycles + weight_loads * wgt_step + store_cycles
+    return ConvTerms(tiles, steps, inp_tile, wgt_tile, acc_tile, kernel, weight_loads, inp_cycles, wgt_step,
+                     store_cycles, port, compute, cycles)
+
+
+def conv_cost(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> float | None:
+    """Estimated cycles of a convolution schedule, or None if it does not fit."""
+    terms = conv_terms(cfg, s, k)
+    return None if terms is None else terms.cycles
 
 
 def conv_shape(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, kh: int, kw: int,

@@ -21,6 +21,7 @@ import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.codegen import CompiledOp, lower
+from vtakit.compiler.dispatch import conv2d_key, lookup as tuned
 from vtakit.compiler.heuristics import conv_shape, default_conv_knobs, default_eltwise_knobs
 from vtakit.compiler.runtime import (
     pack_activation, pack_bias, pack_weight, resolve_device, run_compiled, unpack_activation,
@@ -124,6 +125,10 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
         raise CompileError(f"stride must be >= 1 and padding >= 0, got {stride}, {padding}", op=name)
     compute = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
                          bias=bias, shift=shift, clip=clip, name=name)
+    if schedule is None and vthreads is None:
+        key = conv2d_key(x_shape=x_shape, w_shape=w_shape, stride=stride, padding=padding,
+                         epilogue=tuple(step.op.name for step in compute.steps))
+        schedule = tuned(key, cfg)
     schedule = _knobs(schedule, ConvKnobs)
     if schedule is None:
         shape = conv_shape(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,

@@ -1,8 +1,8 @@
 """vtakit: a workbench for co-designing a VTA-style accelerator and its compiler.
 
 The import root re-exports what most users reach for first; the layers live in
-`vtakit.isa`, `vtakit.sim` (and, as they arrive, `vtakit.hw`, `vtakit.compiler`,
-`vtakit.scheduling`, `vtakit.fpga`).
+`vtakit.isa`, `vtakit.sim`, `vtakit.hw`, `vtakit.compiler`, `vtakit.scheduling` and
+`vtakit.fpga`.
 """
 
 from vtakit import errors
@@ -15,16 +15,26 @@ from vtakit.isa import HwConfig
 __version__ = "0.1.0"
 
 
-def compile(model, config="pynq", target: str = "vta", calibrate=None, **options):
+def compile(model, config="pynq", target: str = "vta", calibrate=None, tuning_log=None, **options):
     """Compile an ONNX model (path, bytes or onnx.ModelProto) into a module that `.run(inputs)`.
 
     target "vta": int8 for the accelerator of `config` (calibrate: a list of samples, each an
     array for a single-input model or a dict by input name; None calibrates on seeded random
-    inputs); "cpu": the float graph on the host.  Options: input_shapes, partition_options,
-    schedules, seed (see vtakit.compiler.graph.compile_module)."""
+    inputs); "cpu": the float graph on the host; "cuda": the float graph on the GPU.  host="cuda"
+    puts a "vta" module's host tasks on the GPU.  tuning_log: a `vtakit tune` log (or a list of
+    them) whose best schedules the convolutions use.  Other options: input_shapes,
+    partition_options, schedules, seed (see vtakit.compiler.graph.compile_module)."""
+    from contextlib import nullcontext
+
     from vtakit.compiler.graph import compile_module
 
-    return compile_module(model, config, target=target, calibrate=calibrate, **options)
+    tuned = nullcontext()
+    if tuning_log is not None:
+        from vtakit.scheduling.log import apply_best
+
+        tuned = apply_best(tuning_log)
+    with tuned:
+        return compile_module(model, config, target=target, calibrate=calibrate, **options)
 
 
 __all__ = [

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -153,6 +154,10 @@ def cmd_bench(args) -> int:
     cfg = _config(args.config)
     if args.what in ("conv2d", "dense"):
         return _bench_layers(args, cfg)
+    if args.what == "tuner":
+        from vtakit.cli_tune import cmd_bench_tuner
+
+        return cmd_bench_tuner(args)
     if args.what == "isa":
         from vtakit.isa.bench import isa_speed
 
@@ -193,7 +198,12 @@ def _bench_layers(args, cfg: HwConfig) -> int:
 
     layers = select(args.workload, args.what, args.layers.split(",") if args.layers else None)
     rows = []
-    with Progress(console=Console(stderr=True), transient=True, disable=args.json) as progress:
+    tuned = nullcontext()
+    if args.tuning_log:
+        from vtakit.scheduling.log import apply_best
+
+        tuned = apply_best(args.tuning_log)
+    with tuned, Progress(console=Console(stderr=True), transient=True, disable=args.json) as progress:
         task = progress.add_task(f"{args.what} on {args.device}", total=len(layers))
         for layer in layers:
             progress.update(task, description=f"{layer.name} on {args.device}")
@@ -206,7 +216,8 @@ def _bench_layers(args, cfg: HwConfig) -> int:
         print(json.dumps([{k: r[k] for k in keys} for r in rows], indent=2))
         return 0 if all(r["correct"] for r in rows) else 1
     _print_rows(f"vtakit bench {args.what} --workload {args.workload} (config {cfg.label}, device "
-                f"{args.device}, vthreads {args.vthreads or 'default'})",
+                f"{args.device}, vthreads {args.vthreads or 'default'}"
+                f"{', schedules from ' + args.tuning_log if args.tuning_log else ''})",
                 rows, keys + ["repeats", "instructions", "compile_s", "run_s"])
     groups = {"all layers": rows, "layers VTA offloads": [r for r in rows if r["vta_offloads"]]}
     for label, group in groups.items():
@@ -313,8 +324,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--roofline", default="out/resnet18_roofline.png")
     m.set_defaults(func=cmd_demo)
 
+    from vtakit import cli_hw, cli_net, cli_tune
+
     b = sub.add_parser("bench", help="measure and print figures")
-    b.add_argument("what", choices=["conv2d", "dense", "sim", "isa"])
+    b.add_argument("what", choices=["conv2d", "dense", "sim", "isa", "tuner"])
     b.add_argument("--config", help=config_help)
     b.add_argument("--workload", default="resnet18", help="conv2d/dense: layer table (resnet18)")
     b.add_argument("--layers", help="conv2d/dense: comma-separated layer names (default all)")
@@ -325,6 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--models", default="functional,cycle", help="sim: comma-separated models")
     b.add_argument("--count", type=int, default=100_000, help="isa: instructions")
     b.add_argument("--json", action="store_true")
+    b.add_argument("--tuning-log", help="conv2d/dense: use the best schedules of this tuning log")
+    cli_tune.add_bench_options(b)
     b.set_defaults(func=cmd_bench)
 
     co = sub.add_parser("compile-op", help="compile an operator and dump its program image and listing")
@@ -343,10 +358,15 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--asm", help="also write the listing here")
     co.set_defaults(func=cmd_compile_op)
 
-    from vtakit import cli_hw, cli_net
-
     cli_hw.add_parsers(sub, config_help)
+    from vtakit import cli_fpga
+
+    cli_fpga.add_parsers(sub, config_help)
     cli_net.add_parsers(sub, config_help)
+    cli_tune.add_parsers(sub, config_help)
+    from vtakit import cli_explore
+
+    cli_explore.add_parsers(sub, config_help)
     return p
 
 

@@ -1,0 +1,125 @@
+"""The tuning loop: propose a batch, measure it on the executor, log each result as it lands.
+
+Resuming is reading the log: the task's records become the tuner's history
+(and the cost model's training data), their schedules are never measured
+again, and the loop runs until the task has `trials` records.  The tuner only
+learns once a whole batch is in, in proposal order, so a local pool and a Dask
+cluster make the same decisions.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Executor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Callable
+
+from vtakit.compiler.heuristics import default_conv_knobs
+from vtakit.errors import VtaError
+from vtakit.scheduling.log import TuningLog
+from vtakit.scheduling.measure import MeasureResult, Measurer
+from vtakit.scheduling.model import TrainingSet
+from vtakit.scheduling.space import ConvSpace
+from vtakit.scheduling.task import ConvTask
+from vtakit.scheduling.tuners import make_tuner
+
+Progress = Callable[[ConvTask, int, int, "int | None"], None]
+"""progress(task, trials done, trials wanted, best cycles so far)"""
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    task: ConvTask
+    trials: int                  # records of this task in the log (this run's and earlier ones')
+    measured_now: int            # of which this run measured
+    best_cycles: int | None
+    best_schedule: dict | None
+    default_cycles: int | None   # the default heuristic's schedule, when it was measured
+
+
+def _record(task: ConvTask, schedule: dict, result: MeasureResult, trial: int, tuner: str, device: str) -> dict:
+    return {"workload": task.key, "task": task.name, "config": task.cfg.fingerprint(),
+            "config_label": task.cfg.label, "schedule": schedule, "cycles": result.cycles,
+            "error": result.error, "trial": trial, "tuner": tuner, "device": device,
+            "compile_s": round(result.compile_s, 3), "run_s": round(result.run_s, 3)}
+
+
+def tune_task(task: ConvTask, *, executor: Executor, tuner: str = "xgb", trials: int = 200,
+              measurer: Measurer | None = None, log: TuningLog | None = None,
+              training: TrainingSet | None = None, seed: int = 0, batch: int = 8,
+              measure_default: bool = True, space: ConvSpace | None = None,
+              progress: Progress | None = None) -> TuneResult:
+    """Tune one task to `trials` measurements (counting those already in the log)."""
+    if trials < 1:
+        raise VtaError(f"trials must be >= 1, got {trials}")
+    measurer = measurer or Measurer()
+    space = space or ConvSpace(task)
+    search = make_tuner(tuner, space, seed, training)
+    records = sorted(log.for_task(task.key, task.cfg) if log else [], key=lambda r: r.get("trial", 0))
+    seen = {_schedule_id(r["schedule"]) for r in records}
+    known = [(space.from_dict(r["schedule"]), r["cycles"]) for r in records
+             if space.point_of(r["schedule"]) is not None]
+    if known:
+        search.update([i for i, _ in known], [c for _, c in known])
+    default = default_conv_knobs(task.cfg, task.shape).to_dict()
+    pending: list[tuple[dict, str]] = []
+    if measure_default and _schedule_id(default) not in seen:
+        pending.append((default, "default"))
+    done = len(records)
+    measured_now = 0
+    exclude = {i for i, _ in known}
+
+    def best() -> int | None:
+        ok = [r["cycles"] for r in records if r["cycles"]]
+        return min(ok) if ok else None
+
+    if progress:
+        progress(task, done, trials, best())
+    while done < trials:
+        if not pending:
+            picks = search.next_batch(min(batch, trials - done), exclude)
+            if not picks:
+                break                                  # the space is exhausted
+            pending = [(space.to_dict(i), tuner) for i in picks]
+        pending = pending[: trials - done]
+        futures = {measurer.submit(executor, task, sched): (done + k, sched, who)
+                   for k, (sched, who) in enumerate(pending)}
+        landed: dict[int, MeasureResult] = {}
+        for fut in as_completed(futures):
+            trial, sched, who = futures[fut]
+            result = _result(fut, executor)
+            rec = _record(task, sched, result, trial, who, measurer.device)
+            if log:
+                log.append(rec)
+            records.append(rec)
+            landed[trial] = result
+            if progress:
+                progress(task, len(records), trials, best())
+        ordered = sorted(futures.values())
+        indices = [space.point_of(s) for _, s, _ in ordered]
+        inside = [(space.index(p), landed[t].cycles) for (t, _, _), p in zip(ordered, indices) if p is not None]
+        search.update([i for i, _ in inside], [c for _, c in inside])
+        exclude |= {i for i, _ in inside}
+        seen |= {_schedule_id(s) for _, s, _ in ordered}
+        done += len(ordered)
+        measured_now += len(ordered)
+        pending = []
+    default_rec = next((r for r in records if _schedule_id(r["schedule"]) == _schedule_id(default)), None)
+    ok = [r for r in records if r["cycles"]]
+    top = min(ok, key=lambda r: r["cycles"]) if ok else None
+    return TuneResult(task, len(records), measured_now, top["cycles"] if top else None,
+                      top["schedule"] if top else None, default_rec["cycles"] if default_rec else None)
+
+
+def _schedule_id(schedule: dict) -> tuple:
+    return tuple(sorted(schedule.items()))
+
+
+def _result(future, executor: Executor) -> MeasureResult:
+    """The job's result; a worker that died or raised is a failure record, a dead pool an error."""
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        raise VtaError("a measurement worker process died; the results so far are in the log") from None
+    except Exception as e:  # noqa: BLE001 - a remote bug must not lose the run's other results
+        return MeasureResult(None, f"WorkerError: {type(e).__name__}: {e}", 0.0, 0.0)
