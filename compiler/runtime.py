@@ -70,7 +70,13 @@ def resolve_device(device, cfg: HwConfig) -> Device:
             from vtakit.hw.device import RtlDevice
 
             return RtlDevice(cfg)
-        raise DeviceError(f"unknown device {device!r}; use 'fsim', 'sim', 'rtl' or a Device object")
+        if device in ("pynq-sim", "pynq"):    # the simulated board (RTL behind pynq's API), the board
+            from vtakit.fpga.driver import PynqDevice
+            from vtakit.fpga.simboard import simulated_pynq
+
+            return simulated_pynq(cfg) if device == "pynq-sim" else PynqDevice(cfg)
+        raise DeviceError(f"unknown device {device!r}; use 'fsim', 'sim', 'rtl', 'pynq-sim', 'pynq' "
+                          f"or a Device object")
     if not isinstance(device, Device):
         raise DeviceError(f"{device!r} is not a Device (config, dram, alloc, run)")
     if device.config != cfg:

@@ -1,0 +1,145 @@
+"""The FPGA commands of the `vtakit` command line: `fpga boards|project|sim-overlay` and `board check`."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from rich.table import Table
+
+
+def _board_and_config(args):
+    """The board preset and HwConfig the options name (the board's preset config by default)."""
+    from vtakit.fpga.boards import board, board_for
+    from vtakit.isa.config import HwConfig
+
+    cfg = HwConfig.load(args.config) if args.config else None
+    preset = board(args.board) if args.board else board_for(cfg or HwConfig.preset("pynq"))
+    return preset, cfg or preset.config
+
+
+def cmd_fpga(args) -> int:
+    from vtakit.cli import console
+
+    if args.fpga_cmd == "boards":
+        from vtakit.fpga.boards import BOARDS
+
+        table = Table(title="vtakit board presets")
+        for col in ("board", "part", "PS", "config", "clock MHz", "bus bits", "registers", "memory port"):
+            table.add_column(col)
+        for b in BOARDS.values():
+            table.add_row(b.name, b.part, b.ps, b.config_preset, f"{b.clock_mhz:g}", str(b.bus_bits),
+                          f"{b.register_base:#010x}", b.mem_ports[0])
+        console.print(table)
+        return 0
+    preset, cfg = _board_and_config(args)
+    if args.fpga_cmd == "sim-overlay":
+        from vtakit.fpga.simboard import write_sim_overlay
+
+        bit = write_sim_overlay(args.output, preset, cfg, args.flavour)
+        console.print(f"simulated overlay for {cfg.label} on the {preset.title} ({args.flavour} registers): {bit} "
+                      f"and {bit.with_suffix('.hwh').name}; run it with `vtakit board check --sim --overlay {bit}`")
+        return 0
+    from vtakit.fpga.project import write_project
+
+    project = write_project(preset, cfg, args.output)
+    console.print(f"Vivado project for {cfg.label} on the {preset.title} ({preset.part}, {cfg.clock_mhz:g} MHz, "
+                  f"{cfg.bus_bytes * 8}-bit {preset.mem_ports[0]}) -> {project.directory}")
+    console.print(f"  {len(project.rtl)} RTL files, build.tcl, Makefile, README.md, overlay/{project.sidecar.name}")
+    if args.check:
+        from vtakit.fpga.checks import check_project
+
+        t0 = time.perf_counter()
+        problems = check_project(project, yosys=not args.no_yosys)
+        if problems:
+            for p in problems:
+                console.print(f"[red]problem:[/] {p}")
+            return 1
+        console.print(f"checks passed in {time.perf_counter() - t0:.1f} s: Tcl dry run, ports of vta_top against "
+                      f"the block design" + ("" if args.no_yosys else ", Yosys elaboration of rtl/"))
+    console.print(f"next: cd {project.directory} && make   (Vivado; not run by vtakit), "
+                  f"then make deploy BOARD=user@host")
+    return 0
+
+
+def _overlay_board_and_config(args):
+    """Board and config for `board check`: the options, else what the overlay says it was built for."""
+    from vtakit.fpga.boards import board, board_for
+    from vtakit.fpga.overlay import overlay_config, overlay_files, read_sidecar
+    from vtakit.isa.config import HwConfig
+
+    built, built_board = None, None
+    if args.overlay:
+        files = overlay_files(args.overlay)
+        built = overlay_config(files)[0]
+        built_board = read_sidecar(files.sidecar).get("board") if files.sidecar else None
+    name = args.board or built_board
+    cfg = HwConfig.load(args.config) if args.config else built or (board(name).config if name else None)
+    cfg = cfg or HwConfig.preset("pynq")
+    return (board(name) if name else board_for(cfg)), cfg
+
+
+def cmd_board(args) -> int:
+    from vtakit.cli import console
+    from vtakit.fpga.selftest import board_check
+
+    preset, cfg = _overlay_board_and_config(args)
+    from vtakit.fpga.driver import PynqDevice
+
+    t0 = time.perf_counter()
+    if args.sim:
+        from vtakit.fpga.simboard import SimBoard, simulated_pynq
+
+        device = (PynqDevice(cfg, args.overlay, board=preset, device=SimBoard(preset)) if args.overlay
+                  else simulated_pynq(cfg, preset, flavour=args.flavour))
+    else:   # the board: its part is checked when named (or when the overlay's .json names it)
+        device = PynqDevice(cfg, args.overlay, board=preset if args.board or args.overlay else None)
+    rows = board_check(device, programs=args.programs, seed=args.seed)
+    ok = all(r.ok for r in rows)
+    where = f"simulated {preset.title}" if args.sim else "the board"
+    if args.json:
+        print(json.dumps({"ok": ok, "device": where, "config": cfg.label,
+                          "overlay": str(device.overlay.bitfile_name), "rows": [r.to_dict() for r in rows]}, indent=2))
+        return 0 if ok else 1
+    table = Table(title=f"vtakit board check: {cfg.label} on {where} ({Path(device.overlay.bitfile_name).name})")
+    for col in ("check", "result", "cycles", "seconds", "detail"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r.name, "[green]ok[/]" if r.ok else "[red]FAILED[/]", f"{r.cycles:,}" if r.cycles else "",
+                      f"{r.seconds:.2f}", r.detail)
+    console.print(table)
+    console.print(("[green]board check passed[/]" if ok else "[red]board check failed[/]")
+                  + f" in {time.perf_counter() - t0:.1f} s")
+    return 0 if ok else 1
+
+
+def add_parsers(sub, config_help: str) -> None:
+    f = sub.add_parser("fpga", help="PYNQ boards: presets, Vivado projects, simulated overlays")
+    fsub = f.add_subparsers(dest="fpga_cmd", required=True)
+    fsub.add_parser("boards", help="list the board presets")
+    p = fsub.add_parser("project", help="write the Vivado project that builds the overlay (.bit + .hwh)")
+    s = fsub.add_parser("sim-overlay", help="write a simulated overlay (.bit + .hwh) for the simulated board")
+    for q in (p, s):
+        q.add_argument("--board", help="pynq-z1, pynq-z2, ultra96-v2, zcu104 (default: the config's)")
+        q.add_argument("--config", help=config_help + " (default: the board's preset)")
+        q.add_argument("-o", "--output", required=True, help="output folder")
+    p.add_argument("--check", action="store_true", help="verify the generated files (Tcl dry run, ports, Yosys)")
+    p.add_argument("--no-yosys", action="store_true", help="with --check: skip the Yosys elaboration")
+    s.add_argument("--flavour", choices=["vtakit", "vta-hls"], default="vtakit",
+                   help="this project's register IP, or VTA's four HLS IPs")
+    f.set_defaults(func=cmd_fpga)
+
+    b = sub.add_parser("board", help="the accelerator on a PYNQ board")
+    bsub = b.add_subparsers(dest="board_cmd", required=True)
+    c = bsub.add_parser("check", help="self-test: registers, random programs and a conv layer vs the functional model")
+    c.add_argument("--overlay", help=".bit of the overlay (default: $VTAKIT_OVERLAY or ~/.vtakit/overlays)")
+    c.add_argument("--board", help="board preset (checks the bitstream's part)")
+    c.add_argument("--config", help=config_help + " (default: the overlay's)")
+    c.add_argument("--sim", action="store_true", help="on the simulated board (the RTL under Verilator)")
+    c.add_argument("--flavour", choices=["vtakit", "vta-hls"], default="vtakit",
+                   help="--sim without --overlay: which register map the simulated overlay has")
+    c.add_argument("--programs", type=int, default=8, help="random programs to compare")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_board)
