@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
 
 from vtakit.errors import VtaError
 
-RUN_DEVICES = ("fsim", "sim", "rtl", "cpu")
+RUN_DEVICES = ("fsim", "sim", "rtl", "cpu", "cuda", "pynq-sim", "pynq")
 
 
 def _load_arrays(path: str, what: str) -> dict[str, np.ndarray] | np.ndarray:
@@ -61,13 +62,21 @@ def cmd_compile(args) -> int:
 
     cal = _calibration(args.calibrate)
     t0 = time.perf_counter()
-    with console.status(f"compiling {args.model} for {args.config or 'pynq'} ({args.target})"):
+    tuned = nullcontext()
+    if args.tuning_log:
+        from vtakit.scheduling.log import apply_best
+
+        tuned = apply_best(args.tuning_log)
+    with tuned as table, console.status(f"compiling {args.model} for {args.config or 'pynq'} ({args.target})"):
         module = compile_module(args.model, args.config, target=args.target, calibrate=cal,
                                 input_shapes=_input_shapes(args.input_shape),
                                 partition_options=dict(first_conv=args.first_conv, classifier=args.classifier),
-                                seed=args.seed)
+                                seed=args.seed, host=args.host)
     out = module.save(args.output)
     notes = module.notes
+    if table is not None:
+        console.print(f"{len(table.used)} convolution workloads use tuned schedules from {args.tuning_log} "
+                      f"({len(table)} in the log for any configuration)")
     console.print(f"compiled {args.model}: {notes['source_nodes']} ONNX nodes -> {len(module.graph.nodes)} "
                   f"({len(module.vta_tasks())} accelerator tasks) in {time.perf_counter() - t0:.1f} s -> {out}")
     if notes.get("defaulted_dims"):
@@ -79,6 +88,11 @@ def cmd_compile(args) -> int:
                       f"given); accuracy on real data needs real samples")
     for node, why in notes.get("host_reasons", {}).items():
         console.print(f"  on the host: {node} ({why})")
+    gpu = notes.get("gpu")
+    if gpu:
+        launches = sum(len(k) for k in gpu["kernels"].values())
+        console.print(f"GPU: {launches} kernel launches for {len(gpu['kernels'])} nodes, {gpu['ptx_kernels']} distinct "
+                      f"PTX kernels for {gpu['arch']}")
     return 0
 
 
@@ -175,12 +189,16 @@ def add_parsers(sub, config_help: str) -> None:
     c = sub.add_parser("compile", help="compile an ONNX model into a .vtamod module")
     c.add_argument("model", help="ONNX file")
     c.add_argument("--config", help=config_help)
-    c.add_argument("--target", default="vta", choices=["vta", "cpu"], help="cpu: the whole graph on the host")
+    c.add_argument("--target", default="vta", choices=["vta", "cpu", "cuda"],
+                   help="cpu / cuda: the whole float graph on the host CPU / on the GPU")
+    c.add_argument("--host", default="cpu", choices=["cpu", "cuda"],
+                   help="where the host tasks of an accelerator module run (cuda: the GPU)")
     c.add_argument("--calibrate", help=".npy of N stacked samples, or .npz of them by input name")
     c.add_argument("--input-shape", action="append", help="NAME=D0,D1,... for symbolic dimensions")
     c.add_argument("--first-conv", default="vta", choices=["vta", "host"])
     c.add_argument("--classifier", default="vta", choices=["vta", "host"])
     c.add_argument("--seed", type=int, default=0, help="seed of the synthetic calibration inputs")
+    c.add_argument("--tuning-log", help="use the best schedules this `vtakit tune` log recorded")
     c.add_argument("-o", "--output", default="model.vtamod")
     c.set_defaults(func=cmd_compile)
 

@@ -180,16 +180,9 @@ def _fill_value(value, dtype: np.dtype, op: str) -> np.ndarray:
     return fill
 
 
-def concat(xs: Sequence[np.ndarray], axis: int) -> np.ndarray:
-    """np.concatenate(xs, axis) for arrays of one dtype and rank."""
-    op = "concat"
-    try:
-        items = [] if isinstance(xs, np.ndarray) else list(xs)
-    except TypeError:
-        items = []
-    if not items:
-        raise CompileError("xs must be a non-empty sequence of arrays", op=op)
-    arrays = [_layout_array(x, f"xs[{k}]", op) for k, x in enumerate(items)]
+def concat_axis(arrays: Sequence, axis, op: str) -> int:
+    """The concatenation axis in [0, rank) after checking the operands agree off it (shared by the
+    CPU and GPU backends; `arrays` need dtype, ndim and shape)."""
     first = arrays[0]
     if not isinstance(axis, (int, np.integer)) or not -first.ndim <= axis < first.ndim:
         raise CompileError(f"axis {axis!r} is out of range for rank {first.ndim}", op=op)
@@ -201,6 +194,21 @@ def concat(xs: Sequence[np.ndarray], axis: int) -> np.ndarray:
         if a.shape[:axis] + a.shape[axis + 1:] != first.shape[:axis] + first.shape[axis + 1:]:
             raise CompileError(f"xs[{k}] has shape {a.shape}, which differs from {first.shape} off axis {axis}",
                                op=op)
+    return axis
+
+
+def concat(xs: Sequence[np.ndarray], axis: int) -> np.ndarray:
+    """np.concatenate(xs, axis) for arrays of one dtype and rank."""
+    op = "concat"
+    try:
+        items = [] if isinstance(xs, np.ndarray) else list(xs)
+    except TypeError:
+        items = []
+    if not items:
+        raise CompileError("xs must be a non-empty sequence of arrays", op=op)
+    arrays = [_layout_array(x, f"xs[{k}]", op) for k, x in enumerate(items)]
+    first = arrays[0]
+    axis = concat_axis(arrays, axis, op)
     total = sum(a.shape[axis] for a in arrays)
     out = np.empty(first.shape[:axis] + (total,) + first.shape[axis + 1:], dtype=first.dtype)
     offset = 0

@@ -2,8 +2,9 @@
 
     import -> simplify -> Gemm/MatMul to Dense -> fold batch norm and scales -> fuse activations
       target "cpu": the float graph, every node a host task
+      target "cuda": the same float graph, every node a GPU kernel (the launches and their PTX recorded)
       target "vta": calibrate -> quantize (power-of-two int8) -> partition -> one accelerator task
-                    per accelerator node -> static DRAM plan
+                    per accelerator node -> static DRAM plan; host="cuda" puts the host tasks on the GPU
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from vtakit.compiler.graph.simplify import simplify
 from vtakit.isa.config import HwConfig
 from vtakit.isa.layout import INSN_BYTES
 
-TARGETS = ("vta", "cpu")
+TARGETS = ("vta", "cpu", "cuda")
+HOSTS = ("cpu", "cuda")
 SYNTHETIC_SAMPLES = 4
 
 
@@ -90,19 +92,26 @@ def _liveness(cfg: HwConfig, tasks: list, graph: Graph) -> dict[str, tuple[int, 
 def compile_module(model, config="pynq", *, target: str = "vta", calibrate=None,
                    input_shapes: dict[str, tuple[int, ...]] | None = None,
                    partition_options: PartitionOptions | dict | None = None,
-                   schedules: dict[str, Any] | None = None, seed: int = 0) -> CompiledModule:
+                   schedules: dict[str, Any] | None = None, seed: int = 0, host: str = "cpu") -> CompiledModule:
     """Compile an ONNX model (path, bytes or ModelProto) for `config`; see the module docstring."""
     if target not in TARGETS:
         raise CompileError(f"unknown target {target!r}; use one of {', '.join(TARGETS)}")
+    if host not in HOSTS:
+        raise CompileError(f"unknown host {host!r}; use one of {', '.join(HOSTS)}")
+    if target == "cpu" and host == "cuda":
+        raise CompileError("target cpu runs every node on the CPU; use target cuda for the GPU")
     cfg = HwConfig.load(config) if config is not None else HwConfig.preset("pynq")
     t0 = time.perf_counter()
     graph = import_onnx(model, input_shapes)
     notes: dict[str, Any] = dict(source_nodes=len(graph.nodes), defaulted_dims=graph.notes.get("defaulted_dims", []))
-    g = optimize(graph, keep_fake_quant=target == "cpu")
+    g = optimize(graph, keep_fake_quant=target != "vta")
     notes["optimized_nodes"] = len(g.nodes)
-    if target == "cpu":
+    if target in ("cpu", "cuda"):
+        if target == "cuda":
+            notes["gpu"] = _record_gpu_kernels(g, None)
         notes["compile_s"] = time.perf_counter() - t0
-        return CompiledModule(cfg, "cpu", g, [n.name for n in g.nodes], notes=notes)
+        return CompiledModule(cfg, target, g, [n.name for n in g.nodes], notes=notes,
+                              host="cuda" if target == "cuda" else "cpu")
     samples, synthetic = calibration_samples(g, calibrate, seed)
     t1 = time.perf_counter()
     cal: Calibration = run_calibration(g, samples)
@@ -123,6 +132,19 @@ def compile_module(model, config="pynq", *, target: str = "vta", calibrate=None,
     fixed.update({f"code:{t.node}": t.program.instructions * INSN_BYTES for t in tasks if isinstance(t, VtaTask)})
     plan = plan_dram(cfg, fixed, _liveness(cfg, tasks, q))
     notes["host_reasons"] = q.notes.get("host_reasons", {})
+    if host == "cuda":
+        notes["gpu"] = _record_gpu_kernels(q, [t for t in tasks if isinstance(t, str)])
     notes["compile_s"] = time.perf_counter() - t0
-    return CompiledModule(cfg, "vta", q, tasks, consts, plan, notes)
+    return CompiledModule(cfg, "vta", q, tasks, consts, plan, notes, host=host)
+
+
+def _record_gpu_kernels(graph: Graph, nodes: list[str] | None) -> dict[str, Any]:
+    """The GPU launches of `nodes` (all when None), their PTX generated now for sm_80, the PTX the
+    runtime loads on any Ampere or newer GPU (see cuda.executor and cuda.runtime.arch_for)."""
+    from vtakit.compiler.cuda import record_launches
+
+    t0 = time.perf_counter()
+    record = record_launches(graph, nodes)
+    record["seconds"] = time.perf_counter() - t0
+    return record
 

@@ -1,7 +1,8 @@
 """Run a graph (float or quantized) on the host, node by node, with the llvmlite CPU kernels.
 
-This one interpreter serves four purposes: `--target cpu`, the host tasks of a
-mixed graph, calibration (an observer sees every tensor) and constant folding.
+This one interpreter serves five purposes: `--target cpu`, the host tasks of a
+mixed graph, calibration (an observer sees every tensor), constant folding, and
+(with the GPU backend's kernels passed as `kernels`) `--target cuda` / `--host cuda`.
 Integer ops follow the accelerator's arithmetic exactly (arithmetic shift right,
 then clip), so a quantized graph run here is the bit-exact reference for what the
 accelerator computes.
@@ -25,22 +26,23 @@ def _clip_bound(v: float) -> float:
     return max(min(v, _F32_MAX), -_F32_MAX)
 
 
-def _softmax(x: np.ndarray, a: dict) -> np.ndarray:
+def _softmax(x: np.ndarray, a: dict, k=cpu) -> np.ndarray:
     if not a.get("legacy"):
-        return cpu.softmax(x, axis=a["axis"])
+        return k.softmax(x, axis=a["axis"])
     rows = int(np.prod(x.shape[:a["axis"]], dtype=np.int64))  # opset < 13: softmax over the flattened tail
-    return cpu.softmax(x.reshape(rows, -1), axis=-1).reshape(x.shape)
+    return k.softmax(x.reshape(rows, -1), axis=-1).reshape(x.shape)
 
 
-def _gemm(node: Node, x: np.ndarray, b: np.ndarray, c: np.ndarray | None) -> np.ndarray:
+def _gemm(node: Node, x: np.ndarray, b: np.ndarray, c: np.ndarray | None, k=cpu) -> np.ndarray:
     a = node.attrs
-    x = cpu.transpose(x, (1, 0)) if a["transA"] else x
-    b = cpu.transpose(b, (1, 0)) if a["transB"] else b
-    y = cpu.matmul(x, b)
+    x = k.transpose(x, (1, 0)) if a["transA"] else x
+    b = k.transpose(b, (1, 0)) if a["transB"] else b
+    y = k.matmul(x, b)
     if a["alpha"] != 1.0:
-        y = cpu.mul(y, np.float32(a["alpha"]).reshape(()))
+        y = k.mul(y, np.float32(a["alpha"]).reshape(()))
     if c is not None and a["beta"] != 0.0:
-        y = cpu.add(y, (c * np.float32(a["beta"])).astype(np.float32))
+        c = c if a["beta"] == 1.0 else k.mul(c, np.float32(a["beta"]).reshape(()))
+        y = k.add(y, c)
     return y
 
 
@@ -54,74 +56,77 @@ def _dequantize_linear(x: np.ndarray, a: dict) -> np.ndarray:
     return ((x.astype(np.int32) - a["zero_point"]).astype(np.float32) * np.float32(a["scale"])).astype(np.float32)
 
 
-def run_node(node: Node, args: list[np.ndarray | None]) -> np.ndarray:
-    """The value of a node's (single) output from its input values (a fused activation applied)."""
-    y = _run_op(node, args)
+def run_node(node: Node, args: list[np.ndarray | None], kernels=cpu) -> np.ndarray:
+    """The value of a node's (single) output from its input values (a fused activation applied).
+
+    `kernels` is the host backend: `compiler.cpu`, or a `compiler.cuda.GpuKernels` (same function
+    names; values are then DeviceArrays that stay on the GPU)."""
+    y = _run_op(node, args, kernels)
     if "act" in node.attrs and y.dtype == np.float32:
         lo, hi = node.attrs["act"]
-        y = cpu.clip(y, _clip_bound(lo), _clip_bound(hi))
+        y = kernels.clip(y, _clip_bound(lo), _clip_bound(hi))
     return y
 
 
-def _run_op(node: Node, args: list[np.ndarray | None]) -> np.ndarray:
+def _run_op(node: Node, args: list[np.ndarray | None], k=cpu) -> np.ndarray:
     a, op = node.attrs, node.op
     x = args[0]
     if op == "Conv":
-        return cpu.conv2d(x, args[1], args[2] if len(args) > 2 else None, stride=a["strides"], pads=a["pads"],
-                          dilation=a["dilations"], groups=a["group"])
+        return k.conv2d(x, args[1], args[2] if len(args) > 2 else None, stride=a["strides"], pads=a["pads"],
+                        dilation=a["dilations"], groups=a["group"])
     if op == "QConv":
-        return cpu.conv2d(x, args[1], args[2] if len(args) > 2 else None, stride=a["strides"], pads=a["pads"],
-                          dilation=a["dilations"], groups=a["group"], shift=a.get("shift"), clip=a.get("clip"))
+        return k.conv2d(x, args[1], args[2] if len(args) > 2 else None, stride=a["strides"], pads=a["pads"],
+                        dilation=a["dilations"], groups=a["group"], shift=a.get("shift"), clip=a.get("clip"))
     if op == "Dense":
-        return cpu.dense(x, args[1], args[2] if len(args) > 2 else None)
+        return k.dense(x, args[1], args[2] if len(args) > 2 else None)
     if op == "QDense":
-        return cpu.dense(x, args[1], args[2] if len(args) > 2 else None, shift=a.get("shift"), clip=a.get("clip"))
+        return k.dense(x, args[1], args[2] if len(args) > 2 else None, shift=a.get("shift"), clip=a.get("clip"))
     if op == "QAdd":
-        return cpu.add_int8(x, args[1], shift=a.get("shift", 0), clip=tuple(a.get("clip", (-128, 127))))
+        return k.add_int8(x, args[1], shift=a.get("shift", 0), clip=tuple(a.get("clip", (-128, 127))))
     if op == "Gemm":
-        return _gemm(node, x, args[1], args[2] if len(args) > 2 else None)
+        return _gemm(node, x, args[1], args[2] if len(args) > 2 else None, k)
     if op == "MatMul":
-        return cpu.matmul(x, args[1])
+        return k.matmul(x, args[1])
     if op == "Relu":
-        return cpu.relu(x)
+        return k.relu(x)
     if op == "Clip":
         if x.dtype == np.int8:
-            return cpu.clip(x, int(a["lo"]), int(a["hi"]))
-        return cpu.clip(x, _clip_bound(a["lo"]), _clip_bound(a["hi"]))
+            return k.clip(x, int(a["lo"]), int(a["hi"]))
+        return k.clip(x, _clip_bound(a["lo"]), _clip_bound(a["hi"]))
     if op in ("Add", "Mul", "Sub"):
-        return getattr(cpu, op.lower())(x, args[1])
+        return getattr(k, op.lower())(x, args[1])
     if op == "MaxPool":
-        return cpu.max_pool2d(x, kernel=a["kernel"], stride=a["strides"], pads=a["pads"], dilation=a["dilations"],
-                              ceil_mode=a["ceil_mode"])
+        return k.max_pool2d(x, kernel=a["kernel"], stride=a["strides"], pads=a["pads"], dilation=a["dilations"],
+                            ceil_mode=a["ceil_mode"])
     if op == "AveragePool":
-        return cpu.avg_pool2d(x, kernel=a["kernel"], stride=a["strides"], pads=a["pads"],
-                              count_include_pad=a["count_include_pad"], ceil_mode=a["ceil_mode"])
+        return k.avg_pool2d(x, kernel=a["kernel"], stride=a["strides"], pads=a["pads"],
+                            count_include_pad=a["count_include_pad"], ceil_mode=a["ceil_mode"])
     if op == "GlobalAveragePool":
-        return cpu.global_avg_pool(x)
+        return k.global_avg_pool(x)
     if op == "BatchNormalization":
-        return cpu.batch_norm(x, *args[1:5], a["epsilon"])
+        return k.batch_norm(x, *args[1:5], a["epsilon"])
     if op == "Flatten":
         return x.reshape(int(np.prod(x.shape[:a["axis"]], dtype=np.int64)), -1)
     if op == "Reshape":
         return x.reshape(a["shape"])
     if op == "Transpose":
-        return cpu.transpose(x, tuple(a["perm"]))
+        return k.transpose(x, tuple(a["perm"]))
     if op == "Concat":
-        return cpu.concat(list(args), a["axis"])
+        return k.concat(list(args), a["axis"])
     if op == "Softmax":
-        return _softmax(x, a)
+        return _softmax(x, a, k)
     if op == "Pad":
-        return cpu.pad(x, a["pads"], a["value"])
+        return k.pad(x, a["pads"], a["value"])
     if op == "Identity":
         return x
     if op == "Quantize":
-        return cpu.quantize(x, a["exp"])
+        return k.quantize(x, a["exp"])
     if op == "Dequantize":
-        return cpu.dequantize(x, a["exp"])
+        return k.dequantize(x, a["exp"])
     if op == "QuantizeLinear":
-        return _quantize_linear(x, a)
+        return _quantize_linear(x, a) if k is cpu else k.quantize_linear(x, a["scale"], a["zero_point"], a["dtype"])
     if op == "DequantizeLinear":
-        return _dequantize_linear(x, a)
+        return _dequantize_linear(x, a) if k is cpu else k.dequantize_linear(x, a["scale"], a["zero_point"])
     raise CompileError("the host backend has no kernel for this op", node=node.name, op=op)
 
 

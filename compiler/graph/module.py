@@ -1,9 +1,10 @@
 """The compiled module: what `vtakit compile` writes and `vtakit run` executes.
 
-A module holds the quantized (or, for `target="cpu"`, float) graph that the host
-executes, the accelerator tasks (relocatable programs and their bindings), the
-packed constants and the static DRAM plan.  On disk it is one `.vtamod` file, a
-numpy `.npz` archive: a JSON manifest plus named arrays, nothing pickled.
+A module holds the quantized (or, for `target="cpu"` and `"cuda"`, float) graph
+that the host executes (on the CPU, or on the GPU when `host == "cuda"`), the
+accelerator tasks (relocatable programs and their bindings), the packed constants
+and the static DRAM plan.  On disk it is one `.vtamod` file, a numpy `.npz`
+archive: a JSON manifest plus named arrays, nothing pickled.
 """
 
 from __future__ import annotations
@@ -26,20 +27,22 @@ from vtakit.isa.config import HwConfig
 
 FORMAT = "vtakit-module"
 VERSION = 1
-DEVICES = ("fsim", "sim", "rtl", "cpu")
+DEVICES = ("fsim", "sim", "rtl", "cpu", "cuda", "pynq-sim", "pynq")
 
 
 @dataclass
 class CompiledModule:
     config: HwConfig
-    target: str  # "vta" or "cpu"
+    target: str  # "vta", "cpu" or "cuda"
     graph: Graph
     tasks: list  # VtaTask, or the name of a node the host runs
     consts: dict[str, np.ndarray] = field(default_factory=dict)  # packed constants, micro-ops (uint8)
     plan: DramPlan = field(default_factory=DramPlan)
     notes: dict[str, Any] = field(default_factory=dict)
+    host: str = "cpu"  # where host tasks run: "cpu" or "cuda" (the GPU kernels are listed in notes["gpu"])
     last_run: RunResult | None = None
     _bindings: dict[int, Binding] = field(default_factory=dict, repr=False)
+    _gpu_kernels: dict[int, Any] = field(default_factory=dict, repr=False)
 
     # ------------------------------------------------------------- queries
     @property
@@ -62,7 +65,7 @@ class CompiledModule:
         return {self.graph.inputs[0]: inputs}
 
     def _device(self, device):
-        if device == "cpu" or self.target == "cpu":
+        if (isinstance(device, str) and device in ("cpu", "cuda")) or self.target in ("cpu", "cuda"):
             return None
         from vtakit.compiler.runtime import resolve_device
 
@@ -81,16 +84,45 @@ class CompiledModule:
             self._bindings[key] = bind(self, device)
         return self._bindings[key]
 
-    def run(self, inputs, device="sim", timeout_s: float | None = None) -> dict[str, np.ndarray]:
+    def _host_kernels(self, device, host):
+        """The host backend: compiler.cpu, or GpuKernels on the GPU (`host` overrides the module's choice)."""
+        from vtakit.compiler import cpu
+
+        if host is None:
+            on_device = device if isinstance(device, str) and device in ("cpu", "cuda") else None
+            host = on_device or self.host
+        if isinstance(host, str) and host not in ("cpu", "cuda"):
+            raise DeviceError(f"unknown host {host!r}; use cpu, cuda or a GPU backend object")
+        if host == "cpu":
+            return cpu
+        from vtakit.compiler import cuda
+
+        if host == "cuda":
+            try:
+                host = cuda.default_gpu()
+            except DeviceError as exc:
+                raise DeviceError(f"cannot run on the GPU: {exc}") from None
+        if id(host) not in self._gpu_kernels or self._gpu_kernels[id(host)].backend is not host:
+            self._gpu_kernels[id(host)] = cuda.GpuKernels(host, self.graph.consts.values())
+        return self._gpu_kernels[id(host)]
+
+    def run(self, inputs, device="sim", timeout_s: float | None = None, host=None) -> dict[str, np.ndarray]:
         """Outputs by ONNX output name for `inputs` (an array for a single-input model, or a dict by name).
 
         device: "fsim", "sim" (cycle model), "rtl", "cpu" (every node on the host: the bit-exact
-        reference of the accelerator's arithmetic) or a Device built for this module's config."""
+        reference of the accelerator's arithmetic), "cuda" (every node on the GPU) or a Device built for
+        this module's config.  Host tasks run where the module was compiled for (`host`, "cpu" or
+        "cuda"); `host` here overrides that ("cpu", "cuda" or a GPU backend such as cuda.Emulator())."""
         dev = self._device(device)
         feeds = self._feeds(inputs)
+        kernels = self._host_kernels(device, host)
         binding = self.bind(dev) if dev is not None else None
-        self.last_run = run_module(self, binding, feeds, timeout_s, host_only=dev is None)
-        self.last_run.device = device if isinstance(device, str) else type(device).__name__
+        self.last_run = run_module(self, binding, feeds, timeout_s, host_only=dev is None, kernels=kernels)
+        label = device if isinstance(device, str) else type(device).__name__
+        gpu = getattr(kernels, "label", None)  # None: the CPU kernels
+        if gpu is not None:
+            label = gpu if dev is None else f"{label} (host tasks on {gpu})"
+        self.last_run.device = label
         return self.last_run.outputs
 
     def report(self):
@@ -123,7 +155,7 @@ class CompiledModule:
                               program=dict(name=p.name, output=p.output, relocs=list(p.relocs),
                                            tensors={k: s.to_dict() for k, s in p.tensors.items()})))
         manifest = dict(format=FORMAT, version=VERSION, config=self.config.to_dict(), target=self.target,
-                        graph=_graph_to_dict(self.graph), tasks=tasks, plan=self.plan.to_dict(),
+                        host=self.host, graph=_graph_to_dict(self.graph), tasks=tasks, plan=self.plan.to_dict(),
                         notes=_jsonable(self.notes))
         arrays["manifest"] = np.frombuffer(json.dumps(manifest).encode(), np.uint8)
         with open(path, "wb") as f:
@@ -159,7 +191,7 @@ class CompiledModule:
                                  {k: ActBuffer(*v) for k, v in t["acts"].items()}, t["macs"], t["schedule"]))
         consts = {k[7:]: v for k, v in arrays.items() if k.startswith("packed/")}
         return cls(cfg, manifest["target"], graph, tasks, consts, DramPlan.from_dict(manifest["plan"]),
-                   manifest.get("notes", {}))
+                   manifest.get("notes", {}), host=manifest.get("host", "cpu"))
 
 
 def _jsonable(v):

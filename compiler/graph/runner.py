@@ -1,4 +1,4 @@
-"""Running a compiled module: accelerator tasks on a Device, host tasks on the CPU kernels.
+"""Running a compiled module: accelerator tasks on a Device, host tasks on the CPU or GPU kernels.
 
 Loading binds the module to a device once: one arena is allocated, constants and
 micro-ops are written and every task's instructions are linked at their planned
@@ -97,10 +97,16 @@ def _write_act(module, b: Binding, buf: ActBuffer, value: np.ndarray) -> None:
     b.device.dram[b.base + off:b.base + off + size] = data
 
 
+def _host_array(value) -> np.ndarray:
+    """A host copy of a value a GPU host task left on the device (numpy passes through)."""
+    return value if isinstance(value, np.ndarray) else value.numpy()
+
+
 def run_module(module, b: Binding | None, inputs: dict[str, np.ndarray], timeout_s: float | None = None,
-               host_only: bool = False) -> RunResult:
-    """Execute every task; `host_only` runs the accelerator's nodes on the CPU kernels instead
-    (the bit-exact reference of what the accelerator computes)."""
+               host_only: bool = False, kernels=cpu) -> RunResult:
+    """Execute every task; `host_only` runs the accelerator's nodes on the host kernels instead
+    (the bit-exact reference of what the accelerator computes).  `kernels` is the host backend:
+    compiler.cpu or a cuda.GpuKernels, whose results stay on the GPU until a border or an output."""
     g = module.graph
     env: dict[str, np.ndarray] = dict(g.consts)
     env.update(check_feeds(g, inputs))
@@ -121,7 +127,7 @@ def run_module(module, b: Binding | None, inputs: dict[str, np.ndarray], timeout
         if isinstance(task, VtaTask) and not host_only:
             for buf in task.inputs:
                 if buf.key not in written:
-                    _write_act(module, b, buf, host_value(buf.tensor))
+                    _write_act(module, b, buf, _host_array(host_value(buf.tensor)))
                     written.add(buf.key)
                     result.border_transfers += 1
             addr, count = b.code[task.node]
@@ -132,9 +138,11 @@ def run_module(module, b: Binding | None, inputs: dict[str, np.ndarray], timeout
             result.tasks.append(TaskTiming(task.node, task.op, "vta", stats.cycles, time.perf_counter() - t0,
                                            task.macs, stats.bytes_moved, stats))
         else:
-            value = run_node(node, [host_value(t) if t else None for t in node.inputs])
+            value = run_node(node, [host_value(t) if t else None for t in node.inputs], kernels)
+            if kernels is not cpu:
+                kernels.synchronize()  # the task's time includes its kernels
             env[node.outputs[0]] = value
             result.tasks.append(TaskTiming(node.name, node.op, "host", None, time.perf_counter() - t0,
                                            getattr(task, "macs", 0)))
-    result.outputs = {o: host_value(o) for o in g.outputs}
+    result.outputs = {o: _host_array(host_value(o)) for o in g.outputs}
     return result
