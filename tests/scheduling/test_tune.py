@@ -204,3 +204,21 @@ def test_measure_on_the_rtl_and_the_simulated_board(device):
     res = measure_conv(TINY, knobs, device=device)
     assert res.ok, res.error
     assert abs(res.cycles - model.cycles) <= 0.05 * model.cycles
+
+
+def test_shipped_tuning_log_reproduces_its_cycles():
+    """benchmarks/tuned_resnet18_pynq.jsonl (the best record per layer of a 200-trial run): applied to
+    `vtakit bench conv2d`, the memory-bound layers get exactly the recorded cycles, correct results."""
+    from vtakit.compiler.bench import run_layer
+    from vtakit.compiler.workloads import RESNET18
+
+    path = Path(__file__).parents[2] / "benchmarks" / "tuned_resnet18_pynq.jsonl"
+    records = {r["task"]: r for r in read_log(path)}
+    assert set(records) == {f"C{i}" for i in range(2, 12)}
+    layers = {layer.name: layer for layer in RESNET18}
+    with apply_best(path) as table:
+        for name in ("C4", "C7"):
+            row = run_layer(layers[name], PYNQ, "sim", None)
+            assert row["correct"] and row["cycles"] == records[name]["cycles"]
+            assert row["schedule"] == records[name]["schedule"]
+    assert len(table.used) == 2
