@@ -130,7 +130,7 @@ class XGBTuner(Tuner):
             self._untrained_since = 0
         if not self._fitted:
             return self.space.sample(self.rng, n, exclude)
-        n_random = int(round(n * self.epsilon)) if len(self.results) else 0
+        n_random = int(self.rng.binomial(n, self.epsilon)) if self.results else 0   # each pick random w.p. epsilon
         picks = self._anneal(n - n_random, exclude)
         picks += self.space.sample(self.rng, n - len(picks), exclude | set(picks))
         return picks
