@@ -25,7 +25,7 @@ from vtakit.fpga.project import (PS_PINS, PS_WIDTH_AND_CLOCK, REGISTER_WINDOW, V
                                  VTA_INTERFACES, VTA_OPEN_PORTS, VTA_RESET, Project)
 from vtakit.fpga.overlay import FINGERPRINT_PARAMETER
 from vtakit.fpga.regmap import VTAKIT_VLNV
-from vtakit.hw.synth import _yosys as yosys_command
+from vtakit.hw.synth import yosys_command
 from vtakit.isa.config import HwConfig
 
 # AXI signals vta_top must have per interface, with the direction seen from vta_top.

@@ -30,7 +30,7 @@ from vtakit.fpga.overlay import (bit_part_code, overlay_files, read_bit_header, 
                                  sim_bit_data, simulated_config, write_bit)
 from vtakit.fpga.regmap import BLOCK_SPAN, MODULES, VTAKIT, RegisterMap, discover
 from vtakit.hw.build import build, cache_root
-from vtakit.hw.device import RUN_FINISHED, RUN_HANG, RUN_RUNNING, _load as load_harness
+from vtakit.hw.device import RUN_FINISHED, RUN_HANG, RUN_RUNNING, load_harness
 from vtakit.isa.config import HwConfig
 
 CMA_BASE = 0x1000_0000

@@ -42,7 +42,9 @@ ERROR_CODES = {
 _libs: dict[str, ctypes.CDLL] = {}
 
 
-def _load(path: Path) -> ctypes.CDLL:
+def load_harness(path: Path) -> ctypes.CDLL:
+    """The harness library at `path` with its C signatures declared (loaded once per process;
+    RtlDevice and the simulated PYNQ board share it)."""
     key = str(path)
     if key not in _libs:
         lib = ctypes.CDLL(key)
@@ -80,7 +82,7 @@ class RtlDevice:
         self.max_cycles = max_cycles
         self.hang_cycles = hang_cycles
         self.trace = str(trace) if trace else None
-        self._lib = _load(build(config, trace=trace_format(self.trace)))
+        self._lib = load_harness(build(config, trace=trace_format(self.trace)))
         self._top = 0
         self._open()
 

