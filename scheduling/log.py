@@ -113,9 +113,6 @@ class BestSchedules:
         self.used.add(key)
         return dict(rec["schedule"])
 
-    def record(self, key: str, cfg: HwConfig) -> dict | None:
-        return self.best.get((key, cfg.fingerprint()))
-
     def __len__(self) -> int:
         return len(self.best)
 

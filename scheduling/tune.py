@@ -56,14 +56,13 @@ def tune_task(task: ConvTask, *, executor: Executor, tuner: str = "xgb", trials:
     space = space or ConvSpace(task)
     search = make_tuner(tuner, space, seed, training)
     records = sorted(log.for_task(task.key, task.cfg) if log else [], key=lambda r: r.get("trial", 0))
-    seen = {_schedule_id(r["schedule"]) for r in records}
     known = [(space.from_dict(r["schedule"]), r["cycles"]) for r in records
              if space.point_of(r["schedule"]) is not None]
     if known:
         search.update([i for i, _ in known], [c for _, c in known])
     default = default_conv_knobs(task.cfg, task.shape).to_dict()
     pending: list[tuple[dict, str]] = []
-    if measure_default and _schedule_id(default) not in seen:
+    if measure_default and all(_schedule_id(r["schedule"]) != _schedule_id(default) for r in records):
         pending.append((default, "default"))
     done = len(records)
     measured_now = 0
@@ -87,7 +86,7 @@ def tune_task(task: ConvTask, *, executor: Executor, tuner: str = "xgb", trials:
         landed: dict[int, MeasureResult] = {}
         for fut in as_completed(futures):
             trial, sched, who = futures[fut]
-            result = _result(fut, executor)
+            result = _result(fut)
             rec = _record(task, sched, result, trial, who, measurer.device)
             if log:
                 log.append(rec)
@@ -100,7 +99,6 @@ def tune_task(task: ConvTask, *, executor: Executor, tuner: str = "xgb", trials:
         inside = [(space.index(p), landed[t].cycles) for (t, _, _), p in zip(ordered, indices) if p is not None]
         search.update([i for i, _ in inside], [c for _, c in inside])
         exclude |= {i for i, _ in inside}
-        seen |= {_schedule_id(s) for _, s, _ in ordered}
         done += len(ordered)
         measured_now += len(ordered)
         pending = []
@@ -115,7 +113,7 @@ def _schedule_id(schedule: dict) -> tuple:
     return tuple(sorted(schedule.items()))
 
 
-def _result(future, executor: Executor) -> MeasureResult:
+def _result(future) -> MeasureResult:
     """The job's result; a worker that died or raised is a failure record, a dead pool an error."""
     try:
         return future.result()

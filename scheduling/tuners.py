@@ -9,6 +9,7 @@ already measured (the driver passes those as `exclude`).
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from vtakit.scheduling.space import ConvSpace
 TUNERS = ("xgb", "random", "grid", "sa")
 
 
-class Tuner:
+class Tuner(ABC):
     name = "base"
 
     def __init__(self, space: ConvSpace, seed: int = 0):
@@ -27,8 +28,9 @@ class Tuner:
         self.rng = np.random.default_rng(seed)
         self.results: dict[int, int | None] = {}
 
+    @abstractmethod
     def next_batch(self, n: int, exclude: set[int]) -> list[int]:
-        raise NotImplementedError
+        """Up to `n` point indices to measure next, none of them in `exclude`."""
 
     def update(self, indices: list[int], cycles: list[int | None]) -> None:
         self.results.update(zip(indices, cycles))

@@ -23,6 +23,12 @@ def array(value: Any, name: str, op: str, dtypes: Iterable[np.dtype], ndim: int 
     """`value` as a C-contiguous ndarray of one of `dtypes` (never a copy that aliases)."""
     if not isinstance(value, np.ndarray):
         raise CompileError(f"{name} must be a numpy array, got {type(value).__name__}", op=op)
+    check_dtype_shape(value, name, op, dtypes, ndim)
+    return np.ascontiguousarray(value)
+
+
+def check_dtype_shape(value: Any, name: str, op: str, dtypes: Iterable[np.dtype], ndim: int | None = None) -> None:
+    """dtype among `dtypes`, rank `ndim` (if given), not empty: for numpy arrays and GPU DeviceArrays alike."""
     allowed = [np.dtype(d) for d in dtypes]
     if value.dtype not in allowed:
         names = " or ".join(d.name for d in allowed)
@@ -31,7 +37,6 @@ def array(value: Any, name: str, op: str, dtypes: Iterable[np.dtype], ndim: int 
         raise CompileError(f"{name} must be {ndim}-D, got shape {value.shape}", op=op)
     if value.size == 0:
         raise CompileError(f"{name} is empty (shape {value.shape})", op=op)
-    return np.ascontiguousarray(value)
 
 
 def ints(value: Any, count: int, name: str, op: str, minimum: int) -> tuple[int, ...]:

@@ -138,16 +138,22 @@ def _layout_array(x, name: str, op: str) -> np.ndarray:
     return x
 
 
-def transpose(x: np.ndarray, perm: Sequence[int]) -> np.ndarray:
-    """np.transpose(x, perm) materialised contiguously (rank <= 6)."""
-    op = "transpose"
-    x = _layout_array(x, "x", op)
+def permutation(perm, ndim: int, op: str) -> tuple[int, ...]:
+    """`perm` as a tuple of ints, checked to permute `ndim` axes (shared by the CPU and GPU backends)."""
     try:
         order = tuple(int(p) for p in perm)
     except (TypeError, ValueError):
         raise CompileError(f"perm must be a sequence of axes, got {perm!r}", op=op) from None
-    if sorted(order) != list(range(x.ndim)):
-        raise CompileError(f"perm {order} is not a permutation of the {x.ndim} axes", op=op)
+    if sorted(order) != list(range(ndim)):
+        raise CompileError(f"perm {order} is not a permutation of the {ndim} axes", op=op)
+    return order
+
+
+def transpose(x: np.ndarray, perm: Sequence[int]) -> np.ndarray:
+    """np.transpose(x, perm) materialised contiguously (rank <= 6)."""
+    op = "transpose"
+    x = _layout_array(x, "x", op)
+    order = permutation(perm, x.ndim, op)
     view = x.transpose(order)
     out = np.empty(view.shape, dtype=x.dtype)
     copy_into(out, view, op)

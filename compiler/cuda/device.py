@@ -106,14 +106,7 @@ def operand(value: Any, name: str, op: str, dtypes: Iterable[np.dtype], ndim: in
     """A DeviceArray checked like `cpu.checks.array` checks numpy arrays (numpy goes through that check)."""
     if not isinstance(value, DeviceArray):
         return checks.array(value, name, op, dtypes, ndim)
-    allowed = [np.dtype(d) for d in dtypes]
-    if value.dtype not in allowed:
-        names = " or ".join(d.name for d in allowed)
-        raise CompileError(f"{name} has dtype {value.dtype.name}, expected {names}", op=op)
-    if ndim is not None and value.ndim != ndim:
-        raise CompileError(f"{name} must be {ndim}-D, got shape {value.shape}", op=op)
-    if value.size == 0:
-        raise CompileError(f"{name} is empty (shape {value.shape})", op=op)
+    checks.check_dtype_shape(value, name, op, dtypes, ndim)
     return value
 
 

@@ -19,7 +19,7 @@ from llvmlite import ir
 
 from vtakit.compiler.cpu import checks
 from vtakit.compiler.cpu.irgen import elem_type
-from vtakit.compiler.cpu.layout import LAYOUT_DTYPES, _fill_value, concat_axis
+from vtakit.compiler.cpu.layout import LAYOUT_DTYPES, _fill_value, concat_axis, permutation
 from vtakit.compiler.cuda.call import Call
 from vtakit.compiler.cuda.device import DeviceArray, GpuBackend, contiguous_strides, operand
 from vtakit.compiler.cuda.elementwise import run_strided
@@ -43,12 +43,7 @@ def transpose(x, perm: Sequence[int], *, gpu: GpuBackend | None = None):
     """np.transpose(x, perm) materialised contiguously (rank <= 6)."""
     op = "transpose"
     x = _layout_operand(x, "x", op)
-    try:
-        order = tuple(int(p) for p in perm)
-    except (TypeError, ValueError):
-        raise CompileError(f"perm must be a sequence of axes, got {perm!r}", op=op) from None
-    if sorted(order) != list(range(x.ndim)):
-        raise CompileError(f"perm {order} is not a permutation of the {x.ndim} axes", op=op)
+    order = permutation(perm, x.ndim, op)
     call = Call(op, [x], gpu)
     source = call.device(x)
     strides = contiguous_strides(x.shape)
