@@ -139,11 +139,32 @@ class KernelBuilder:
         return self.b.call(fn, [self.ptr(base, index, vty.element), align, mask, ir.Constant(vty, None)])
 
     def masked_vstore(self, value: ir.Value, base: ir.Value, index: Index, mask: ir.Value) -> None:
+        """Store the lanes of `value` that `mask` selects.
+
+        Elements narrower than 32 bits are stored one scalar per active lane, never
+        through `llvm.masked.store`: LLVM's x86 back end folds a vector truncation
+        into the masked store and, when a single lane is active, turns it into a
+        scalar store of the *untruncated* element (AVX-512: `vmovd` of an i32 where
+        one i8 belongs), writing three bytes past the lane.  Tails are short, so the
+        scalar stores cost nothing measurable.
+        """
         vty = value.type
+        if _bits(vty.element) < 32:
+            self._scalar_masked_store(value, base, index, mask)
+            return
         fn = self.intrinsic(f"llvm.masked.store.{_type_suffix(vty)}.p0", ir.VoidType(),
                             [vty, PTR, I32, vec(I1, vty.count)])
         align = ir.Constant(I32, _bytes(vty.element))
         self.b.call(fn, [value, self.ptr(base, index, vty.element), align, mask])
+
+    def _scalar_masked_store(self, value: ir.Value, base: ir.Value, index: Index, mask: ir.Value) -> None:
+        if not isinstance(mask, ir.Constant) or not isinstance(mask.constant, list):
+            raise TypeError("narrow masked stores need a constant lane mask (see KernelBuilder.lane_mask)")
+        at = self.as_i64(index)
+        for lane, on in enumerate(mask.constant):
+            if getattr(on, "constant", on):
+                element = self.b.extract_element(value, ir.Constant(I32, lane))
+                self.store(element, base, self.idx(at, lane))
 
     def lane_mask(self, lanes: int, active: int) -> ir.Constant:
         """A constant mask with the first `active` lanes on."""
@@ -296,6 +317,10 @@ def _bytes(ty: ir.Type) -> int:
     if isinstance(ty, ir.DoubleType):
         return 8
     return ty.width // 8
+
+
+def _bits(ty: ir.Type) -> int:
+    return _bytes(ty) * 8
 
 
 def _scalar(ty: ir.Type) -> ir.Type:
