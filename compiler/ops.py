@@ -69,7 +69,7 @@ def _check_array(name: str, op: str, a: np.ndarray, dtype, ndim: int) -> None:
         raise CompileError(f"{name} has an empty dimension: shape {a.shape}", op=op)
 
 
-def _requant_args(op: str, shift, clip) -> tuple[int | None, tuple[int, int] | None]:
+def requant_args(op: str, shift, clip) -> tuple[int | None, tuple[int, int] | None]:
     if shift is not None and (not isinstance(shift, (int, np.integer)) or not 0 <= shift < 32):
         raise CompileError(f"shift must be an integer in [0, 32), got {shift!r}", op=op)
     if clip is not None:
@@ -118,7 +118,7 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
     n, c, h, w = x_shape
     o, ci, kh, kw = w_shape
     _check_vthreads(name, vthreads)
-    shift, clip = _requant_args(name, shift, clip)
+    shift, clip = requant_args(name, shift, clip)
     if ci != c:
         raise CompileError(f"weights expect {ci} input channels, data has {c}", op=name)
     if not isinstance(stride, int) or stride < 1 or not isinstance(padding, int) or padding < 0:
@@ -242,7 +242,7 @@ def add(a: np.ndarray, b: np.ndarray, *, shift: int | None = None, clip: tuple[i
     _check_array("b", name, b, np.int8, 4)
     if a.shape != b.shape:
         raise CompileError(f"shapes differ: {a.shape} and {b.shape}", op=name)
-    shift, clip = _requant_args(name, shift, clip if clip is not None else (-128, 127))
+    shift, clip = requant_args(name, shift, clip if clip is not None else (-128, 127))
     return _eltwise("add", {"a": a, "b": b}, shift=shift, clip=clip, config=config, device=device,
                     schedule=schedule, vthreads=vthreads, timeout_s=timeout_s, name=name)
 
@@ -260,7 +260,7 @@ def requantize(x: np.ndarray, *, shift: int, clip: tuple[int, int] = (-128, 127)
     """int32 NCHW -> int8: ((x * multiplier) >> shift) clipped; the multiplier (16-bit, wrapping
     int32 product) needs a configuration whose ALU has MUL."""
     _check_array("x", name, x, np.int32, 4)
-    shift, clip = _requant_args(name, shift, clip)
+    shift, clip = requant_args(name, shift, clip)
     return _eltwise("requantize", {"a": x}, shift=shift, clip=clip, multiplier=multiplier, config=config,
                     device=device,
                     schedule=schedule, vthreads=vthreads, timeout_s=timeout_s, name=name)

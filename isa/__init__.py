@@ -5,7 +5,7 @@ the dataclasses in `insn` describe instructions, `encode`/`decode` turn them int
 the 128-bit words of ISA.md, and `asm`/`disasm` into text.
 """
 
-from vtakit.isa.config import PRESETS, HwConfig
+from vtakit.isa.config import DEFAULT_PRESET, PRESETS, HwConfig
 from vtakit.isa.encoding import (
     decode, decode_program, decode_uops, encode, encode_program, encode_uops,
 )
@@ -14,7 +14,7 @@ from vtakit.isa.layout import INSN_BYTES
 from vtakit.isa.opcodes import AluOp, MemId, Module, Opcode
 
 __all__ = [
-    "HwConfig", "PRESETS", "Insn", "Load", "Store", "Gemm", "Alu", "Finish", "Uop",
+    "HwConfig", "DEFAULT_PRESET", "PRESETS", "Insn", "Load", "Store", "Gemm", "Alu", "Finish", "Uop",
     "Opcode", "MemId", "AluOp", "Module", "INSN_BYTES",
     "encode", "decode", "encode_program", "decode_program", "encode_uops", "decode_uops",
 ]

@@ -26,6 +26,10 @@ _INT_DTYPES = {8: np.int8, 16: np.int16, 32: np.int32}
 _SRAM_ADDR_BITS = 16  # width of sram_base in LOAD/STORE (ISA.md)
 
 
+DEFAULT_PRESET = "pynq"
+"""The configuration used wherever none is named: VTA's default, on the PYNQ-Z1."""
+
+
 def _is_pow2(v: int) -> bool:
     return v > 0 and (v & (v - 1)) == 0
 
@@ -34,7 +38,7 @@ def _is_pow2(v: int) -> bool:
 class HwConfig:
     """Parameters of one accelerator configuration (defaults: VTA's `pynq`)."""
 
-    target: str = "pynq"
+    target: str = DEFAULT_PRESET
     """Board family the configuration is built for (VTA's TARGET)."""
     batch: int = 1
     block_in: int = 16
@@ -85,8 +89,10 @@ class HwConfig:
         return list(PRESETS)
 
     @staticmethod
-    def load(spec: "str | Path | HwConfig") -> "HwConfig":
-        """A preset name, a JSON file path (VTA or vtakit format), or a config."""
+    def load(spec: "str | Path | HwConfig | None") -> "HwConfig":
+        """A preset name, a JSON file path (VTA or vtakit format), or a config (None: DEFAULT_PRESET)."""
+        if spec is None:
+            return PRESETS[DEFAULT_PRESET]
         if isinstance(spec, HwConfig):
             return spec
         if isinstance(spec, str) and spec in PRESETS:
@@ -346,8 +352,8 @@ _VTA_LOG_KEYS = {
 
 def _from_vta_dict(data: dict[str, Any]) -> HwConfig:
     """VTA's format: board parameters come from the preset of the same TARGET."""
-    target = data.get("TARGET", "pynq")
-    base = PRESETS.get(target, PRESETS["pynq"])
+    target = data.get("TARGET", DEFAULT_PRESET)
+    base = PRESETS.get(target, PRESETS[DEFAULT_PRESET])
     params: dict[str, Any] = {"target": target}
     for key, value in data.items():
         if key in ("TARGET", "LOG_BLOCK", "LOG_OUT_BUFF_SIZE") or key in _VTA_IGNORED_KEYS:
@@ -378,7 +384,7 @@ def _from_vtakit_dict(data: dict[str, Any]) -> HwConfig:
     names = {f.name for f in fields(HwConfig)}
     params = dict(data)
     params.pop("vtakit_config", None)
-    base_name = params.pop("preset", "pynq")
+    base_name = params.pop("preset", DEFAULT_PRESET)
     base = HwConfig.preset(base_name)
     for key in params:
         if key not in names:

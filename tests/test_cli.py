@@ -92,3 +92,44 @@ def test_errors_are_one_line(argv, message, capsys):
 def test_python_dash_m():
     out = subprocess.run([sys.executable, "-m", "vtakit", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "demo" in out.stdout
+
+
+def test_sim_takes_device_and_the_old_model_spelling_warns(tmp_path, capsys):
+    image = tmp_path / "op.npz"
+    assert main(["compile-op", "conv2d", "--input", "1,16,4,4", "--kernel", "16,1,1", "-o", str(image)]) == 0
+    capsys.readouterr()
+    assert main(["sim", str(image), "--device", "functional"]) == 0
+    assert "functional model" in capsys.readouterr().out
+    assert main(["sim", str(image), "--model", "functional"]) == 0
+    captured = capsys.readouterr()
+    assert "functional model" in captured.out and "--model is deprecated; use --device" in captured.err
+
+
+@pytest.mark.parametrize("argv", [["bench", "conv2d", "--seeds", "5"], ["bench", "isa", "--trials", "3"],
+                                  ["bench", "sim", "--layers", "C2"]])
+def test_bench_options_belong_to_their_benchmark(argv, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2 and "unrecognized arguments" in capsys.readouterr().err
+
+
+def test_cli_modules_do_not_import_each_other_in_a_cycle():
+    """Every command module imports only `_common` (and `tuning`, for `bench tuner`) from the CLI package."""
+    import ast
+    from pathlib import Path
+
+    import vtakit.cli as cli
+
+    folder = Path(cli.__file__).parent
+    edges = {}
+    for path in folder.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        edges[path.stem] = {node.module.rsplit(".", 1)[-1] for node in ast.walk(tree)
+                            if isinstance(node, ast.ImportFrom) and node.module
+                            and node.module.startswith("vtakit.cli.")}
+    assert set(cli.COMMAND_MODULES) <= set(edges)
+    for name, targets in edges.items():
+        assert name not in targets
+        for target in targets:
+            assert name not in edges.get(target, set()), f"vtakit.cli.{name} <-> vtakit.cli.{target}"
+    assert all(targets <= {"_common", "tuning"} for targets in edges.values()), edges

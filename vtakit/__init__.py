@@ -10,12 +10,12 @@ from vtakit.errors import (
     CompileError, ConfigError, DeadlockError, DeviceError, DeviceTimeout, IsaError, RtlError,
     SimError, VtaError,
 )
-from vtakit.isa import HwConfig
+from vtakit.isa import DEFAULT_PRESET, HwConfig
 
 __version__ = "0.1.0"
 
 
-def compile(model, config="pynq", target: str = "vta", calibrate=None, tuning_log=None, **options):
+def compile(model, config=DEFAULT_PRESET, target: str = "vta", calibrate=None, tuning_log=None, **options):
     """Compile an ONNX model (path, bytes or onnx.ModelProto) into a module that `.run(inputs)`.
 
     target "vta": int8 for the accelerator of `config` (calibrate: a list of samples, each an
@@ -24,16 +24,10 @@ def compile(model, config="pynq", target: str = "vta", calibrate=None, tuning_lo
     puts a "vta" module's host tasks on the GPU.  tuning_log: a `vtakit tune` log (or a list of
     them) whose best schedules the convolutions use.  Other options: input_shapes,
     partition_options, schedules, seed (see vtakit.compiler.graph.compile_module)."""
-    from contextlib import nullcontext
-
+    from vtakit.cli._common import tuning_context
     from vtakit.compiler.graph import compile_module
 
-    tuned = nullcontext()
-    if tuning_log is not None:
-        from vtakit.scheduling.log import apply_best
-
-        tuned = apply_best(tuning_log)
-    with tuned:
+    with tuning_context(tuning_log):
         return compile_module(model, config, target=target, calibrate=calibrate, **options)
 
 

@@ -8,20 +8,18 @@ from pathlib import Path
 
 from rich.table import Table
 
+from vtakit.cli._common import CONFIG_HELP, console, load_config
+
 
 def _board_and_config(args):
     """The board preset and HwConfig the options name (the board's preset config by default)."""
     from vtakit.fpga.boards import board, board_for
-    from vtakit.isa.config import HwConfig
-
-    cfg = HwConfig.load(args.config) if args.config else None
-    preset = board(args.board) if args.board else board_for(cfg or HwConfig.preset("pynq"))
+    cfg = load_config(args.config) if args.config else None
+    preset = board(args.board) if args.board else board_for(cfg or load_config(None))
     return preset, cfg or preset.config
 
 
 def cmd_fpga(args) -> int:
-    from vtakit.cli import console
-
     if args.fpga_cmd == "boards":
         from vtakit.fpga.boards import BOARDS
 
@@ -67,7 +65,6 @@ def _overlay_board_and_config(args):
     """Board and config for `board check`: the options, else what the overlay says it was built for."""
     from vtakit.fpga.boards import board, board_for
     from vtakit.fpga.overlay import overlay_config, overlay_files, read_sidecar
-    from vtakit.isa.config import HwConfig
 
     built, built_board = None, None
     if args.overlay:
@@ -75,13 +72,12 @@ def _overlay_board_and_config(args):
         built = overlay_config(files)[0]
         built_board = read_sidecar(files.sidecar).get("board") if files.sidecar else None
     name = args.board or built_board
-    cfg = HwConfig.load(args.config) if args.config else built or (board(name).config if name else None)
-    cfg = cfg or HwConfig.preset("pynq")
+    cfg = load_config(args.config) if args.config else built or (board(name).config if name else None)
+    cfg = cfg or load_config(None)
     return (board(name) if name else board_for(cfg)), cfg
 
 
 def cmd_board(args) -> int:
-    from vtakit.cli import console
     from vtakit.fpga.selftest import board_check
 
     preset, cfg = _overlay_board_and_config(args)
@@ -114,7 +110,7 @@ def cmd_board(args) -> int:
     return 0 if ok else 1
 
 
-def add_parsers(sub, config_help: str) -> None:
+def register(sub) -> None:
     f = sub.add_parser("fpga", help="PYNQ boards: presets, Vivado projects, simulated overlays")
     fsub = f.add_subparsers(dest="fpga_cmd", required=True)
     fsub.add_parser("boards", help="list the board presets")
@@ -122,7 +118,7 @@ def add_parsers(sub, config_help: str) -> None:
     s = fsub.add_parser("sim-overlay", help="write a simulated overlay (.bit + .hwh) for the simulated board")
     for q in (p, s):
         q.add_argument("--board", help="pynq-z1, pynq-z2, ultra96-v2, zcu104 (default: the config's)")
-        q.add_argument("--config", help=config_help + " (default: the board's preset)")
+        q.add_argument("--config", help=CONFIG_HELP + " (default: the board's preset)")
         q.add_argument("-o", "--output", required=True, help="output folder")
     p.add_argument("--check", action="store_true", help="verify the generated files (Tcl dry run, ports, Yosys)")
     p.add_argument("--no-yosys", action="store_true", help="with --check: skip the Yosys elaboration")
@@ -135,7 +131,7 @@ def add_parsers(sub, config_help: str) -> None:
     c = bsub.add_parser("check", help="self-test: registers, random programs and a conv layer vs the functional model")
     c.add_argument("--overlay", help=".bit of the overlay (default: $VTAKIT_OVERLAY or ~/.vtakit/overlays)")
     c.add_argument("--board", help="board preset (checks the bitstream's part)")
-    c.add_argument("--config", help=config_help + " (default: the overlay's)")
+    c.add_argument("--config", help=CONFIG_HELP + " (default: the overlay's)")
     c.add_argument("--sim", action="store_true", help="on the simulated board (the RTL under Verilator)")
     c.add_argument("--flavour", choices=["vtakit", "vta-hls"], default="vtakit",
                    help="--sim without --overlay: which register map the simulated overlay has")

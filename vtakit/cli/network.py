@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import time
-from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
 
+from vtakit.cli._common import CONFIG_HELP, console, tuning_context
 from vtakit.errors import VtaError
+from vtakit.isa.config import DEFAULT_PRESET
 
 RUN_DEVICES = ("fsim", "sim", "rtl", "cpu", "cuda", "pynq-sim", "pynq")
 
@@ -57,17 +58,12 @@ def _calibration(path: str | None, module_inputs: list[str] | None = None):
 
 
 def cmd_compile(args) -> int:
-    from vtakit.cli import console
     from vtakit.compiler.graph import compile_module
 
     cal = _calibration(args.calibrate)
     t0 = time.perf_counter()
-    tuned = nullcontext()
-    if args.tuning_log:
-        from vtakit.scheduling.log import apply_best
-
-        tuned = apply_best(args.tuning_log)
-    with tuned as table, console.status(f"compiling {args.model} for {args.config or 'pynq'} ({args.target})"):
+    with tuning_context(args.tuning_log) as table, console.status(
+            f"compiling {args.model} for {args.config or DEFAULT_PRESET} ({args.target})"):
         module = compile_module(args.model, args.config, target=args.target, calibrate=cal,
                                 input_shapes=_input_shapes(args.input_shape),
                                 partition_options=dict(first_conv=args.first_conv, classifier=args.classifier),
@@ -97,7 +93,6 @@ def cmd_compile(args) -> int:
 
 
 def _print_report(module, png: str | None) -> None:
-    from vtakit.cli import console
 
     rep = module.report()
     console.print(rep.table())
@@ -108,7 +103,6 @@ def _print_report(module, png: str | None) -> None:
 
 
 def cmd_run(args) -> int:
-    from vtakit.cli import console
     from vtakit.compiler.graph import CompiledModule
 
     module = CompiledModule.load(args.module)
@@ -131,7 +125,6 @@ def cmd_run(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from vtakit.cli import console
     from vtakit.compiler.graph import CompiledModule
 
     module = CompiledModule.load(args.module)
@@ -148,47 +141,10 @@ def cmd_report(args) -> int:
     return 0
 
 
-def cmd_demo(args) -> int:
-    """Compile ResNet-18 from the zoo for the config, run it on the cycle model, report per layer."""
-    from vtakit.cli import _config, console
-    from vtakit.compiler import zoo
-    from vtakit.compiler.graph import compile_module
-    from vtakit.compiler.graph.report import VTA_C2_C11_MS
-
-    cfg = _config(args.config)
-    t0 = time.perf_counter()
-    model = zoo.build("resnet18", seed=0)
-    console.print(f"[bold]vtakit demo[/]: ResNet-18 (seeded weights, built in code) compiled for {cfg.label}, run on "
-                  f"the cycle model; calibrated on {args.samples} seeded random images")
-    rng = np.random.default_rng(0)
-    samples = [rng.standard_normal((1, 3, 224, 224)).astype(np.float32) for _ in range(args.samples)]
-    module = compile_module(model, cfg, calibrate=samples)
-    t1 = time.perf_counter()
-    console.print(f"compiled in {t1 - t0:.1f} s: {len(module.vta_tasks())} accelerator tasks, "
-                  f"{len(module.tasks) - len(module.vta_tasks())} host tasks, DRAM arena "
-                  f"{module.plan.arena_bytes / 2**20:.1f} MiB")
-    x = rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
-    logits = module.run(x, device="sim")["logits"]
-    t2 = time.perf_counter()
-    console.print(f"simulated in {t2 - t1:.1f} s; top-5 classes {np.argsort(logits[0])[::-1][:5].tolist()}")
-    rep = module.report()
-    console.print(rep.table(host_rows=False))
-    for line in rep.summary_lines():
-        console.print(line)
-    c2_c11 = [r for r in rep.rows if r.place == "vta" and r.op == "QConv" and r.node.startswith("layer")]
-    if cfg.label == "pynq" and c2_c11:
-        ms = sum(r.ms for r in c2_c11)
-        console.print(f"the convolutions of layer1-layer4 (WORKLOADS.md's C2-C11 with their repeats): {ms:.1f} ms "
-                      f"predicted at {cfg.clock_mhz:g} MHz; VTA measured {VTA_C2_C11_MS} ms for C2-C11 on the board")
-    console.print(f"roofline written to {rep.roofline(args.roofline)}")
-    console.print("more: vtakit compile MODEL.onnx -o m.vtamod; vtakit run m.vtamod --input x.npy --report")
-    return 0
-
-
-def add_parsers(sub, config_help: str) -> None:
+def register(sub) -> None:
     c = sub.add_parser("compile", help="compile an ONNX model into a .vtamod module")
     c.add_argument("model", help="ONNX file")
-    c.add_argument("--config", help=config_help)
+    c.add_argument("--config", help=CONFIG_HELP)
     c.add_argument("--target", default="vta", choices=["vta", "cpu", "cuda"],
                    help="cpu / cuda: the whole float graph on the host CPU / on the GPU")
     c.add_argument("--host", default="cpu", choices=["cpu", "cuda"],

@@ -5,20 +5,17 @@ from __future__ import annotations
 import json
 import time
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from vtakit.cli._common import CONFIG_HELP, console, load_config, progress_console
 from vtakit.errors import VtaError
-
-console = Console()
 
 
 def _tasks(args):
-    from vtakit.isa.config import HwConfig
     from vtakit.scheduling.task import workload_tasks
 
-    cfg = HwConfig.load(args.config) if args.config else HwConfig.preset("pynq")
+    cfg = load_config(args.config)
     layers = [x.strip() for x in args.layers.split(",") if x.strip()] if args.layers else None
     return cfg, workload_tasks(args.workload, cfg, layers)
 
@@ -57,7 +54,7 @@ def cmd_tune(args) -> int:
     started = time.perf_counter()
     with executor(args.dask, args.workers) as ex, Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("best {task.fields[best]}"),
-            TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True), transient=False) as bar:
+            TimeElapsedColumn(), TimeRemainingColumn(), console=progress_console, transient=False) as bar:
         for task in tasks:
             space = spaces[task.key]
             training.groups.pop(task.key, None)     # tune_task replays the task's own records itself
@@ -107,7 +104,7 @@ def cmd_bench_tuner(args) -> int:
         raise VtaError(f"--seeds must be >= 1, got {args.seeds}")
     cfg, tasks = _tasks(args)
     with executor(args.dask, args.workers) as ex, Progress(TextColumn("{task.description}"), TimeElapsedColumn(),
-                                                        console=Console(stderr=True), transient=True) as bar:
+                                                        console=progress_console, transient=True) as bar:
         line = bar.add_task("tuner race")
         rows = race(tasks, executor=ex, trials=args.trials, seeds=args.seeds, batch=args.batch,
                     measurer=Measurer(args.device, check=not args.no_check),
@@ -132,7 +129,8 @@ def cmd_bench_tuner(args) -> int:
     return 0
 
 
-def _common(p, trials: int) -> None:
+def add_measure_options(p, trials: int) -> None:
+    """Options `tune` and `bench tuner` share: the layers, the trial budget and where candidates run."""
     p.add_argument("--workload", default="resnet18", help="layer table (resnet18)")
     p.add_argument("--layers", help="comma-separated layer names (default: the layers VTA offloads, C2-C11)")
     p.add_argument("--trials", type=int, default=trials, help="measurements per layer")
@@ -143,24 +141,13 @@ def _common(p, trials: int) -> None:
     p.add_argument("--batch", type=int, default=8, help="candidates proposed (and measured in parallel) at once")
 
 
-def add_parsers(sub, config_help: str) -> None:
+def register(sub) -> None:
     from vtakit.scheduling.tuners import TUNERS
 
     t = sub.add_parser("tune", help="search schedules for a workload's layers, logging every measurement")
-    t.add_argument("--config", help=config_help)
-    _common(t, 200)
+    t.add_argument("--config", help=CONFIG_HELP)
+    add_measure_options(t, 200)
     t.add_argument("--tuner", default="xgb", choices=TUNERS)
     t.add_argument("--log", required=True, help="JSON-lines tuning log (appended; a rerun resumes from it)")
     t.add_argument("--seed", type=int, default=0)
     t.set_defaults(func=cmd_tune)
-
-
-def add_bench_options(b) -> None:
-    """Options of `vtakit bench tuner` (the bench parser is shared with conv2d/dense/sim/isa)."""
-    b.add_argument("--seeds", type=int, default=3, help="tuner: seeds per tuner (the median is reported)")
-    b.add_argument("--trials", type=int, default=100, help="tuner: measurements per run")
-    b.add_argument("--dask", metavar="ADDR", help="tuner: measure on this Dask scheduler")
-    b.add_argument("--workers", type=int, help="tuner: local worker processes")
-    b.add_argument("--no-check", action="store_true", help="tuner: do not compare results with numpy")
-    b.add_argument("--batch", type=int, default=8, help="tuner: candidates measured at once")
-

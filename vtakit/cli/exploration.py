@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from vtakit.cli._common import console
 from vtakit.errors import VtaError
 
 
@@ -30,7 +31,6 @@ def _results_table(result) -> Table:
 
 
 def cmd_explore(args) -> int:
-    from vtakit.cli import console
     from vtakit.scheduling.design_space import load_space
     from vtakit.scheduling.executor import executor
     from vtakit.scheduling.explore import check_network, explore
@@ -69,7 +69,7 @@ def cmd_explore(args) -> int:
     return 0
 
 
-def add_parsers(sub, config_help: str) -> None:
+def register(sub) -> None:
     e = sub.add_parser("explore", help="sweep accelerator configurations for a network: latency, resources, "
                                        "Pareto front")
     e.add_argument("--space", required=True, help="SPACE.toml: [base], [sweep], [[point]], [options]")

@@ -7,13 +7,12 @@ import time
 
 from rich.table import Table
 
+from vtakit.cli._common import CONFIG_HELP, console, load_config
 from vtakit.errors import VtaError
 
 
 def cmd_hw(args) -> int:
-    from vtakit.cli import _config, console
-
-    cfg = _config(args.config)
+    cfg = load_config(args.config)
     if args.action == "gen":
         from vtakit.hw.gen import generate
 
@@ -54,12 +53,11 @@ def cmd_hw(args) -> int:
 
 
 def cmd_cosim(args) -> int:
-    from vtakit.cli import _config, console
     from vtakit.hw.cosim import cosim
     from vtakit.isa.program import ProgramImage
 
     image = ProgramImage.load(args.program)
-    if args.config and _config(args.config) != image.config:
+    if args.config and load_config(args.config) != image.config:
         raise VtaError(f"{args.program} was built for config {image.config.label}, not {args.config}")
     report = cosim(image, timeout_s=args.timeout)
     if args.json:
@@ -85,10 +83,10 @@ def cmd_cosim(args) -> int:
     return 0 if report.agree else 1
 
 
-def add_parsers(sub, config_help: str) -> None:
+def register(sub) -> None:
     h = sub.add_parser("hw", help="the RTL: generate, build with Verilator, synthesize with Yosys")
     h.add_argument("action", choices=["gen", "build", "synth"])
-    h.add_argument("--config", help=config_help)
+    h.add_argument("--config", help=CONFIG_HELP)
     h.add_argument("-o", "--output", default="rtl_out", help="gen: output folder")
     h.add_argument("--trace", choices=["fst", "vcd"], help="build: a model that can write waveforms")
     h.add_argument("--part", help="synth: Xilinx part (default: the config's board)")
