@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from vtakit.devices import open_device
 from vtakit.errors import CompileError, DeviceError
 from vtakit.compiler.codegen import CompiledOp
 from vtakit.isa.config import HwConfig
@@ -18,7 +19,7 @@ from vtakit.isa.encoding import encode_uops
 from vtakit.isa.layout import INSN_BYTES
 from vtakit.isa.opcodes import MemId
 from vtakit.isa.program import ProgramImage, Region
-from vtakit.sim.device import Device, SimDevice
+from vtakit.sim.device import Device
 from vtakit.sim.stats import RunStats
 
 
@@ -60,23 +61,9 @@ def pack_bias(bias: np.ndarray, batch: int, block_out: int) -> np.ndarray:
 
 
 def resolve_device(device, cfg: HwConfig) -> Device:
-    """ "fsim" (functional), "sim" (cycle) or any Device built for `cfg`."""
+    """A registered device name (vtakit.devices: "fsim", "sim", "rtl", ...) or any Device built for `cfg`."""
     if isinstance(device, str):
-        if device in ("fsim", "functional"):
-            return SimDevice(cfg, model="functional")
-        if device in ("sim", "cycle"):
-            return SimDevice(cfg, model="cycle")
-        if device == "rtl":
-            from vtakit.hw.device import RtlDevice
-
-            return RtlDevice(cfg)
-        if device in ("pynq-sim", "pynq"):    # the simulated board (RTL behind pynq's API), the board
-            from vtakit.fpga.driver import PynqDevice
-            from vtakit.fpga.simboard import simulated_pynq
-
-            return simulated_pynq(cfg) if device == "pynq-sim" else PynqDevice(cfg)
-        raise DeviceError(f"unknown device {device!r}; use 'fsim', 'sim', 'rtl', 'pynq-sim', 'pynq' "
-                          f"or a Device object")
+        return open_device(device, cfg)
     if not isinstance(device, Device):
         raise DeviceError(f"{device!r} is not a Device (config, dram, alloc, run)")
     if device.config != cfg:

@@ -173,3 +173,13 @@ class RtlDevice:
         except SimError:
             pass
         raise DeviceTimeout(message)
+
+
+def _register() -> None:
+    from vtakit.devices import register_device
+
+    register_device("rtl", RtlDevice, description="the RTL under Verilator (cycle-exact)")
+
+
+_register()
+

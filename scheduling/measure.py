@@ -17,12 +17,15 @@ from zlib import crc32
 import numpy as np
 
 from vtakit.compiler import ops, reference
+from vtakit.devices import ACCELERATOR, device_names
 from vtakit.errors import VtaError
 from vtakit.scheduling.task import ConvTask
 
-DEVICES = ("sim", "rtl", "pynq", "pynq-sim")
-"""sim: the cycle model (default); rtl: the Verilator RTL; pynq: a board (run the measuring Dask
-worker on it); pynq-sim: the simulated board."""
+
+def measurement_devices() -> tuple[str, ...]:
+    """Registered accelerator devices that count cycles: sim (the cycle model, default), rtl, pynq (a board:
+    run the measuring Dask worker on it), pynq-sim (the simulated board), and any device registered later."""
+    return device_names(ACCELERATOR, counts_cycles=True)
 
 
 @dataclass(frozen=True)
@@ -80,8 +83,9 @@ class Measurer:
     timeout_s: float | None = 120.0
 
     def __post_init__(self) -> None:
-        if self.device not in DEVICES:
-            raise VtaError(f"unknown measurement device {self.device!r}; use one of {', '.join(DEVICES)}")
+        if self.device not in measurement_devices():
+            raise VtaError(f"unknown measurement device {self.device!r}; use one of "
+                           f"{', '.join(measurement_devices())}")
 
     def submit(self, executor, task: ConvTask, knobs: dict):
         """A Future of the MeasureResult."""

@@ -16,7 +16,7 @@ import numpy as np
 from vtakit.isa.config import HwConfig
 from vtakit.isa.program import ProgramImage
 from vtakit.sim.decoded import check_dram
-from vtakit.sim.device import Device, SimDevice, execute, model_name
+from vtakit.sim.device import MODELS, Device, SimDevice, execute, model_name
 from vtakit.sim.machine import Machine
 from vtakit.sim.stats import ModuleStats, RunStats
 
@@ -26,14 +26,14 @@ def run(cfg: HwConfig, dram: np.ndarray, insn_addr: int, insn_count: int, *,
         timeout_s: float | None = None) -> RunStats:
     """Run a program from a DRAM image on fresh state; `dram` is updated in place.
 
-    `model` is "functional" (or "fsim"), "cycle" (or "sim"), or "rtl": the
-    Verilator-built RTL (vtakit.hw), which `trace` then writes as a waveform (VCD
-    if the path ends in .vcd, else FST)."""
+    `model` is "functional" (or "fsim"), "cycle" (or "sim"), or another registered
+    device that runs on a given DRAM, e.g. "rtl": the Verilator-built RTL (vtakit.hw),
+    which `trace` then writes as a waveform (VCD if the path ends in .vcd, else FST)."""
     check_dram(dram)
-    if model == "rtl":
-        from vtakit.hw.device import RtlDevice
+    from vtakit.devices import ACCELERATOR, device_names, open_device
 
-        device = RtlDevice(cfg, dram=dram, trace=trace)
+    if model not in MODELS and model in device_names(ACCELERATOR):
+        device = open_device(model, cfg, dram=dram, trace=trace)
         try:
             return device.run(insn_addr, insn_count, timeout_s=timeout_s)
         finally:

@@ -99,3 +99,18 @@ class SimDevice:
     def run(self, insn_addr: int, insn_count: int, timeout_s: float | None = None) -> RunStats:
         return execute(self.machine, insn_addr, insn_count, model=self.model, trace=self.trace,
                        timeout_s=timeout_s)
+
+
+def _register() -> None:
+    from vtakit.devices import register_device
+
+    functional = "the functional simulator (results, no cycles)"
+    cycle = "the cycle-level simulator"
+    for name, model, text in (("fsim", "functional", functional), ("sim", "cycle", cycle),
+                              ("functional", "functional", functional), ("cycle", "cycle", cycle)):
+        register_device(name, lambda cfg, model=model, **options: SimDevice(cfg, model=model, **options),
+                        description=text, counts_cycles=model == "cycle")
+
+
+_register()
+

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from vtakit.devices import HOST, device_entry, register_device
 from vtakit.errors import CompileError, DeviceError
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.lower import ActBuffer, VtaTask
@@ -27,7 +28,7 @@ from vtakit.isa.config import HwConfig
 
 FORMAT = "vtakit-module"
 VERSION = 1
-DEVICES = ("fsim", "sim", "rtl", "cpu", "cuda", "pynq-sim", "pynq")
+HOSTS = ("cpu", "cuda")
 
 
 @dataclass
@@ -65,12 +66,10 @@ class CompiledModule:
         return {self.graph.inputs[0]: inputs}
 
     def _device(self, device):
-        if (isinstance(device, str) and device in ("cpu", "cuda")) or self.target in ("cpu", "cuda"):
+        if (isinstance(device, str) and device_entry(device).kind == HOST) or self.target in HOSTS:
             return None
         from vtakit.compiler.runtime import resolve_device
 
-        if isinstance(device, str) and device not in DEVICES:
-            raise DeviceError(f"unknown device {device!r}; use one of {', '.join(DEVICES)} or a Device object")
         if not isinstance(device, str) and getattr(device, "config", None) != self.config:
             label = getattr(getattr(device, "config", None), "label", "?")
             raise DeviceError(f"this module was compiled for {self.config.label}, the device is configured as "
@@ -89,9 +88,9 @@ class CompiledModule:
         from vtakit.compiler import cpu
 
         if host is None:
-            on_device = device if isinstance(device, str) and device in ("cpu", "cuda") else None
+            on_device = device if isinstance(device, str) and device in HOSTS else None
             host = on_device or self.host
-        if isinstance(host, str) and host not in ("cpu", "cuda"):
+        if isinstance(host, str) and host not in HOSTS:
             raise DeviceError(f"unknown host {host!r}; use cpu, cuda or a GPU backend object")
         if host == "cpu":
             return cpu
@@ -228,3 +227,13 @@ def _graph_from_dict(d: dict, consts: dict[str, np.ndarray]) -> Graph:
     nodes = [Node(n["op"], n["name"], n["inputs"], n["outputs"], _unjson(n["attrs"])) for n in d["nodes"]]
     tensors = {k: TensorInfo(tuple(s), dt, e) for k, (s, dt, e) in d["tensors"].items()}
     return Graph(nodes, tensors, d["inputs"], d["outputs"], consts, d["name"], d.get("notes", {}))
+
+
+def _register_hosts() -> None:
+    register_device("cpu", None, kind=HOST, counts_cycles=False,
+                    description="every node on the host CPU (the bit-exact reference of the accelerator)")
+    register_device("cuda", None, kind=HOST, counts_cycles=False, description="every node on the GPU")
+
+
+_register_hosts()
+

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 
 from vtakit.cli._common import CONFIG_HELP, console, tuning_context
+from vtakit.devices import device_names
 from vtakit.errors import VtaError
 from vtakit.isa.config import DEFAULT_PRESET
 
-RUN_DEVICES = ("fsim", "sim", "rtl", "cpu", "cuda", "pynq-sim", "pynq")
 
 
 def _load_arrays(path: str, what: str) -> dict[str, np.ndarray] | np.ndarray:
@@ -162,7 +162,7 @@ def register(sub) -> None:
     r.add_argument("module")
     r.add_argument("--input", required=True, help=".npy (single input) or .npz by input name")
     r.add_argument("--output", help=".npy or .npz for the outputs")
-    r.add_argument("--device", default="sim", choices=RUN_DEVICES)
+    r.add_argument("--device", default="sim", choices=device_names())
     r.add_argument("--timeout", type=float, help="seconds per accelerator task")
     r.add_argument("--report", action="store_true", help="print the per-layer table")
     r.add_argument("--roofline", default="out/roofline.png", help="with --report: the roofline PNG")
@@ -171,7 +171,7 @@ def register(sub) -> None:
     p = sub.add_parser("report", help="run a module and print where the time goes, with a roofline PNG")
     p.add_argument("module")
     p.add_argument("--input", help=".npy or .npz (default: seeded random inputs)")
-    p.add_argument("--device", default="sim", choices=RUN_DEVICES)
+    p.add_argument("--device", default="sim", choices=device_names())
     p.add_argument("--roofline", default="out/roofline.png")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")

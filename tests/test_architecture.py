@@ -1,0 +1,107 @@
+"""The layering the README's map promises: packages import each other without cycles, and every
+place that names devices reads them from the one registry."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+import vtakit
+from vtakit.devices import ACCELERATOR, HOST, device_names, open_device, register_device
+from vtakit.errors import DeviceError
+from vtakit.isa import HwConfig
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = {"vtakit", "vtakit.errors", "vtakit.devices"}   # the import root's small shared modules
+
+
+def _package_dirs() -> dict[str, str]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+
+
+def _layer(module: str) -> str:
+    """The layer a module belongs to: vtakit.<first part> (vtakit.compiler.cpu -> vtakit.compiler)."""
+    return ".".join(module.split(".")[:2])
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Layer -> layers it imports (module-level and function-level imports alike)."""
+    edges: dict[str, set[str]] = defaultdict(set)
+    for package, folder in _package_dirs().items():
+        for path in (ROOT / folder).glob("*.py"):
+            source = _layer(package) if package != "vtakit" else f"vtakit.{path.stem}"
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module
+                         else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+                for name in names:
+                    target = _layer(name)
+                    if name.startswith("vtakit.") and target != source and target not in SHARED:
+                        edges[source].add(target)
+    return edges
+
+
+def test_layers_import_each_other_without_cycles():
+    edges = import_graph()
+    seen, stack = set(), []
+
+    def visit(node: str) -> None:
+        if node in stack:
+            raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(node):] + [node]))
+        if node in seen:
+            return
+        stack.append(node)
+        for target in sorted(edges.get(node, ())):
+            visit(target)
+        stack.pop()
+        seen.add(node)
+
+    for node in sorted(edges):
+        visit(node)
+    assert "vtakit.hw" not in edges["vtakit.sim"] and "vtakit.fpga" not in edges["vtakit.compiler"]
+
+
+def test_the_registry_knows_every_device_and_the_cli_offers_them():
+    from vtakit.cli import build_parser
+
+    assert {"fsim", "sim", "rtl", "pynq-sim", "pynq"} <= set(device_names(ACCELERATOR))
+    assert set(device_names(HOST)) == {"cpu", "cuda"}
+    assert "fsim" not in device_names(ACCELERATOR, counts_cycles=True)
+    run = build_parser().parse_args(["run", "m.vtamod", "--input", "x.npy", "--device", "pynq-sim"])
+    assert run.device == "pynq-sim"
+
+
+def test_a_registered_device_runs_operators_and_modules():
+    from vtakit.compiler import ops
+    from vtakit.sim import SimDevice
+
+    opened = []
+
+    def factory(config, **options):
+        opened.append(config.label)
+        return SimDevice(config, model="functional", **options)
+
+    register_device("test-functional", factory, description="a test device", counts_cycles=False)
+    cfg = HwConfig.preset("pynq")
+    assert open_device("test-functional", cfg).model == "functional" and opened == ["pynq"]
+    import numpy as np
+
+    x = np.arange(-64, 64, dtype=np.int8).reshape(1, 128, 1, 1)
+    y, _ = ops.relu(x, config=cfg, device="test-functional")
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+    with pytest.raises(DeviceError, match="unknown device 'nope'"):
+        open_device("nope", cfg)
+    with pytest.raises(DeviceError, match="not an accelerator Device"):
+        open_device("cpu", cfg)
+
+
+def test_compile_defaults_to_the_default_preset():
+    assert vtakit.compile.__defaults__[0] == vtakit.isa.DEFAULT_PRESET
