@@ -1,7 +1,7 @@
-"""vtakit.compiler: from operators to VTA instruction streams.
+"""vtakit.compiler: from ONNX networks and operators to programs for the accelerator and the hosts.
 
-`te` declares what an operator computes, `schedule` how to tile, place and
-parallelise it (as data), `loopnest` is the IR a schedule yields, `passes`
-lower it (capacity, DMA, tensorize, micro-ops, tokens), `codegen` drives them
-and `runtime` runs the result on any Device.
+`graph` takes a network (ONNX front end, passes, quantization, partitioning,
+DRAM plan, modules) and feeds three backends: `vta` (the accelerator's operator
+compiler: schedules, loop nests, lowering, instruction streams, runtime), `cpu`
+(llvmlite host kernels) and `cuda` (GPU kernels).  `zoo` builds test networks.
 """

@@ -33,6 +33,7 @@ from vtakit.hw.device import ERROR_CODES
 from vtakit.isa.config import HwConfig
 from vtakit.sim.decoded import DecodedProgram, decode_for_sim, static_counters
 from vtakit.sim.stats import Counters, RunStats
+from vtakit.isa.arith import round_up
 
 INSN_BYTES = 16
 DATA_MODULES = ("load", "compute", "store")
@@ -117,7 +118,7 @@ class PynqDevice:
     # ------------------------------------------------------------------ Device protocol
     def alloc(self, nbytes: int, align: int = 4096) -> int:
         """Bump allocation in the DRAM image; returns the image-relative byte address."""
-        addr = -(-self._top // align) * align
+        addr = round_up(self._top, align)
         if addr + nbytes > self.dram.size:
             raise DeviceError(f"out of board memory: {nbytes} bytes requested, {self.dram.size - addr} free in "
                               f"the {self.dram.size >> 20} MiB DRAM image (dram_bytes=)")

@@ -17,7 +17,7 @@ import numpy as np
 
 from vtakit.errors import DeviceError, VtaError
 from vtakit.fpga.driver import PynqDevice
-from vtakit.isa.program import ProgramImage
+from vtakit.isa.image import ProgramImage
 from vtakit.sim.device import SimDevice
 from vtakit.sim.random_programs import random_program
 from vtakit.sim.stats import RunStats
@@ -84,7 +84,7 @@ def check_programs(device: PynqDevice, count: int, seed: int) -> tuple[bool, str
 
 def check_conv(device: PynqDevice, seed: int) -> tuple[bool, str, int]:
     from vtakit import ops
-    from vtakit.compiler import reference
+    from vtakit.compiler.vta import reference
 
     cfg = device.config
     rng = np.random.default_rng(seed)

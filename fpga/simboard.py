@@ -32,6 +32,7 @@ from vtakit.fpga.regmap import BLOCK_SPAN, MODULES, VTAKIT, RegisterMap, discove
 from vtakit.hw.build import build, cache_root
 from vtakit.hw.device import RUN_FINISHED, RUN_HANG, RUN_RUNNING, load_harness
 from vtakit.isa.config import HwConfig
+from vtakit.isa.arith import round_up
 
 CMA_BASE = 0x1000_0000
 """Physical address of the simulated CMA window (inside every preset's DDR)."""
@@ -106,7 +107,7 @@ class SimMemory:
             raise TypeError(f"unexpected arguments to allocate: {', '.join(kwargs)}")
         dtype = np.dtype(dtype)
         nbytes = int(np.prod(shape)) * dtype.itemsize
-        offset = self._claim(-(-max(nbytes, 1) // 4096) * 4096)
+        offset = self._claim(round_up(max(nbytes, 1), 4096))
         buf = PynqBuffer(shape, dtype, buffer=self.board.host, offset=offset, device=self.board,
                          device_address=self.board.cma_base + offset, bo=offset, coherent=False)
         buf.memory, buf.pointer, buf.return_to = self, (offset,), self   # freed through return_pointer

@@ -56,7 +56,7 @@ def _run(cmd: list[str], cwd: Path, what: str, env: dict | None = None) -> None:
 
 
 @contextmanager
-def _locked(directory: Path):
+def locked(directory: Path):
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / ".lock", "w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
@@ -99,7 +99,7 @@ def build(cfg: HwConfig, *, trace: str | None = None) -> Path:
     lib = out / "libvta.so"
     if lib.exists():
         return lib
-    with _locked(out):
+    with locked(out):
         if lib.exists():
             return lib
         src, obj = out / "src", out / "obj"

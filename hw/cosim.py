@@ -17,7 +17,7 @@ import numpy as np
 
 from vtakit.errors import VtaError
 from vtakit.isa.opcodes import MemId, Opcode
-from vtakit.isa.program import ProgramImage
+from vtakit.isa.image import ProgramImage
 from vtakit.sim import run_image
 from vtakit.sim.decoded import decode_for_sim
 

@@ -21,6 +21,7 @@ from vtakit.hw.build import build, trace_format
 from vtakit.isa.config import HwConfig
 from vtakit.sim.decoded import check_dram, decode_for_sim, static_counters
 from vtakit.sim.stats import RunStats
+from vtakit.isa.arith import round_up
 
 RUN_FINISHED, RUN_RTL_ERROR, RUN_MEM_ERROR, RUN_RUNNING, RUN_HANG = range(5)
 REG_ERROR, REG_ERROR_INDEX = 0x0020, 0x0024
@@ -100,7 +101,7 @@ class RtlDevice:
         self.close()
 
     def alloc(self, nbytes: int, align: int = 4096) -> int:
-        addr = -(-self._top // align) * align
+        addr = round_up(self._top, align)
         if addr + nbytes > self.dram.size:
             raise SimError(f"out of device memory: {nbytes} bytes requested, {self.dram.size - addr} free",
                            field="dram")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from vtakit.errors import RtlError
 from vtakit.isa.config import HwConfig
-from vtakit.isa.layout import alu_layout, gemm_layout, mem_layout, uop_layout
+from vtakit.isa.fields import alu_layout, gemm_layout, mem_layout, uop_layout
 from vtakit.isa.opcodes import AluOp, MemId, Opcode
 
 RTL_DIR = Path(__file__).parent / "rtl"

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from vtakit.errors import RtlError
-from vtakit.hw.build import _locked, cache_root
+from vtakit.hw.build import locked, cache_root
 from vtakit.hw.gen import RTL_DIR, SOURCES, generate, package_text
 from vtakit.isa.config import HwConfig
 
@@ -108,7 +108,7 @@ def synth(cfg: HwConfig, part: str | None = None, *, timeout_s: float = 3600.0) 
     h.update(p.family.encode())
     out = cache_root() / "synth" / f"{cfg.label}-{p.family}-{h.hexdigest()[:16]}"
     cells_file = out / "cells.json"
-    with _locked(out):
+    with locked(out):
         if not cells_file.exists():
             _run_yosys(cfg, p, out, timeout_s)
     record = json.loads(cells_file.read_text())

@@ -10,7 +10,7 @@ from vtakit.isa.encoding import (
     decode, decode_program, decode_uops, encode, encode_program, encode_uops,
 )
 from vtakit.isa.insn import Alu, Finish, Gemm, Insn, Load, Store, Uop
-from vtakit.isa.layout import INSN_BYTES
+from vtakit.isa.fields import INSN_BYTES
 from vtakit.isa.opcodes import AluOp, MemId, Module, Opcode
 
 __all__ = [

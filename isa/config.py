@@ -334,7 +334,7 @@ def _validate(cfg: HwConfig) -> None:
         if getattr(cfg, name) < 1:
             raise ConfigError("must be at least 1", field=name)
 
-    from vtakit.isa.layout import check_layouts  # late import: layouts read this config
+    from vtakit.isa.fields import check_layouts  # late import: layouts read this config
 
     check_layouts(cfg)
 

@@ -17,7 +17,7 @@ import numpy as np
 from vtakit.errors import IsaError
 from vtakit.isa.config import HwConfig
 from vtakit.isa.insn import INSN_TYPES, Alu, Finish, Gemm, Insn, Load, Store, Uop
-from vtakit.isa.layout import (
+from vtakit.isa.fields import (
     INSN_BYTES, Layout, alu_layout, finish_layout, gemm_layout, mem_layout, uop_layout,
 )
 from vtakit.isa.opcodes import AluOp, MemId, Opcode

@@ -13,7 +13,7 @@ from vtakit.scheduling.executor import executor
 from vtakit.scheduling.log import BestSchedules, TuningLog, apply_best, read_log
 from vtakit.scheduling.measure import MeasureResult, Measurer, measure_conv
 from vtakit.scheduling.model import TrainingSet, XGBCostModel
-from vtakit.scheduling.space import ConvSpace
+from vtakit.scheduling.schedule_space import ConvSpace
 from vtakit.scheduling.task import ConvTask, task_from_layer, workload_tasks
 from vtakit.scheduling.tune import TuneResult, tune_task
 from vtakit.scheduling.tuners import TUNERS, make_tuner

@@ -13,8 +13,9 @@ import math
 
 import numpy as np
 
-from vtakit.compiler.heuristics import ConvTerms, _ceil
-from vtakit.compiler.templates import ConvKnobs
+from vtakit.compiler.vta.heuristics import ConvTerms
+from vtakit.isa.arith import ceil_div
+from vtakit.compiler.vta.templates import ConvKnobs
 from vtakit.scheduling.task import ConvTask
 
 FEATURE_NAMES = (
@@ -30,8 +31,8 @@ def conv_features(task: ConvTask, knobs: ConvKnobs, terms: ConvTerms) -> list[fl
     """One point's feature vector, in FEATURE_NAMES order."""
     s, cfg, k = task.shape, task.cfg, knobs
     peak = task.peak_cycles
-    n_oc, n_oh, n_ow, n_ic = (_ceil(s.ocb, k.tile_oc), _ceil(s.oh, k.tile_oh), _ceil(s.ow, k.tile_ow),
-                              _ceil(s.icb, k.tile_ic))
+    n_oc, n_oh, n_ow, n_ic = (ceil_div(s.ocb, k.tile_oc), ceil_div(s.oh, k.tile_oh), ceil_div(s.ow, k.tile_ow),
+                              ceil_div(s.icb, k.tile_ic))
     vt = k.vthreads
     uops_per_insn = k.tile_oh * k.tile_ow * terms.kernel_uops
     return [

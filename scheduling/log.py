@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from vtakit.compiler.dispatch import use_schedules
+from vtakit.compiler.vta.dispatch import use_schedules
 from vtakit.errors import VtaError
 from vtakit.isa.config import HwConfig
 

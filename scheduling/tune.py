@@ -14,12 +14,12 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Callable
 
-from vtakit.compiler.heuristics import default_conv_knobs
+from vtakit.compiler.vta.heuristics import default_conv_knobs
 from vtakit.errors import VtaError
 from vtakit.scheduling.log import TuningLog
 from vtakit.scheduling.measure import MeasureResult, Measurer
 from vtakit.scheduling.model import TrainingSet
-from vtakit.scheduling.space import ConvSpace
+from vtakit.scheduling.schedule_space import ConvSpace
 from vtakit.scheduling.task import ConvTask
 from vtakit.scheduling.tuners import make_tuner
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from vtakit.errors import VtaError
 from vtakit.scheduling.model import TrainingSet, XGBCostModel
-from vtakit.scheduling.space import ConvSpace
+from vtakit.scheduling.schedule_space import ConvSpace
 
 TUNERS = ("xgb", "random", "grid", "sa")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from vtakit.isa.config import HwConfig
-from vtakit.isa.program import ProgramImage
+from vtakit.isa.image import ProgramImage
 from vtakit.sim.decoded import check_dram
 from vtakit.sim.device import MODELS, Device, SimDevice, execute, model_name
 from vtakit.sim.machine import Machine

@@ -17,7 +17,7 @@ import time
 from collections import deque
 
 from vtakit.errors import DeviceTimeout, SimError
-from vtakit.isa.layout import INSN_BYTES
+from vtakit.isa.fields import INSN_BYTES
 from vtakit.isa.opcodes import Module, Opcode
 from vtakit.sim.decoded import DecodedProgram
 from vtakit.sim.machine import Machine

@@ -17,7 +17,7 @@ import numpy as np
 from vtakit.errors import SimError
 from vtakit.isa.config import HwConfig
 from vtakit.isa.encoding import decode_columns, words_from_bytes
-from vtakit.isa.layout import INSN_BYTES, alu_layout, gemm_layout, mem_layout
+from vtakit.isa.fields import INSN_BYTES, alu_layout, gemm_layout, mem_layout
 from vtakit.isa.opcodes import MEM_MNEMONIC, AluOp, MemId, Module, Opcode
 
 if TYPE_CHECKING:

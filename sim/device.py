@@ -21,6 +21,7 @@ from vtakit.sim.functional import run_functional
 from vtakit.sim.machine import Machine
 from vtakit.sim.stats import Counters, RunStats
 from vtakit.sim.trace import TraceRecorder
+from vtakit.isa.arith import round_up
 
 MODELS = {"functional": "functional", "fsim": "functional", "cycle": "cycle", "sim": "cycle"}
 
@@ -85,7 +86,7 @@ class SimDevice:
 
     def alloc(self, nbytes: int, align: int = 4096) -> int:
         """Bump allocation of DRAM; returns the byte address."""
-        addr = -(-self._top // align) * align
+        addr = round_up(self._top, align)
         if addr + nbytes > self.dram.size:
             raise SimError(f"out of device memory: {nbytes} bytes requested, "
                            f"{self.dram.size - addr} free", field="dram")

@@ -19,7 +19,7 @@ import numpy as np
 from vtakit.isa.config import HwConfig
 from vtakit.isa.insn import Alu, Gemm, Insn, Load, Store
 from vtakit.isa.opcodes import AluOp, MemId
-from vtakit.isa.program import ProgramBuilder, ProgramImage
+from vtakit.isa.image import ProgramBuilder, ProgramImage
 
 _HALF_CAP = 48      # entries of each buffer half a task uses (keeps references fast)
 _POOL = 96          # DRAM elements per memory type that loads read from

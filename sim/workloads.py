@@ -20,7 +20,7 @@ from vtakit.errors import ConfigError
 from vtakit.isa.config import HwConfig
 from vtakit.isa.insn import Alu, Gemm, Load, Store
 from vtakit.isa.opcodes import AluOp, MemId
-from vtakit.isa.program import ProgramBuilder, ProgramImage
+from vtakit.isa.image import ProgramBuilder, ProgramImage
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from vtakit.errors import SimError
 from vtakit.isa import (
     Alu, AluOp, Finish, Gemm, HwConfig, Load, MemId, Store, Uop, decode_program, decode_uops,
 )
-from vtakit.isa.layout import INSN_BYTES
-from vtakit.isa.program import ProgramImage
+from vtakit.isa.fields import INSN_BYTES
+from vtakit.isa.image import ProgramImage
 
 
 def wrap(values: "np.ndarray | int", bits: int) -> np.ndarray:

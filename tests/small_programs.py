@@ -3,7 +3,7 @@
 import numpy as np
 
 from vtakit.isa import HwConfig, Load, MemId
-from vtakit.isa.program import ProgramBuilder, ProgramImage
+from vtakit.isa.image import ProgramBuilder, ProgramImage
 
 
 def small_image(insns, cfg: HwConfig | None = None, uops=None) -> ProgramImage:

@@ -80,7 +80,7 @@ def test_the_registry_knows_every_device_and_the_cli_offers_them():
 
 
 def test_a_registered_device_runs_operators_and_modules():
-    from vtakit.compiler import ops
+    from vtakit.compiler.vta import ops
     from vtakit.sim import SimDevice
 
     opened = []

@@ -8,7 +8,7 @@ import pytest
 
 from vtakit.cli import main
 from vtakit.isa import HwConfig
-from vtakit.isa.program import ProgramImage
+from vtakit.isa.image import ProgramImage
 
 
 def test_config(capsys):

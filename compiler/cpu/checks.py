@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from vtakit.errors import CompileError
+from vtakit.isa.arith import ceil_div
 
 FLOAT32 = np.dtype(np.float32)
 INT8 = np.dtype(np.int8)
@@ -107,7 +108,7 @@ def out_size(size: int, kernel: int, stride: int, pad_begin: int, pad_end: int, 
         return 0
     if not ceil_mode:
         return span // stride + 1
-    length = -(-span // stride) + 1
+    length = ceil_div(span, stride) + 1
     if (length - 1) * stride >= size + pad_begin:
         length -= 1
     return length

@@ -20,6 +20,7 @@ from vtakit.compiler.cpu import checks
 from vtakit.compiler.cpu.irgen import F32, I64, Index, KernelBuilder, pointer, vec
 from vtakit.compiler.cpu.jit import KernelKey, cached_plan, get_kernel, host_target
 from vtakit.errors import CompileError
+from vtakit.isa.arith import ceil_div
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ def _emit_tile(kb: KernelBuilder, tile: Tile, spec: PanelSpec, m0: ir.Value, row
     b = kb.b
     lanes = tile.lanes
     vty = vec(spec.elem, lanes)
-    vectors = -(-columns // lanes)
+    vectors = ceil_div(columns, lanes)
     masks = [None] * vectors
     if columns % lanes:
         masks[-1] = kb.lane_mask(lanes, columns % lanes)

@@ -22,6 +22,7 @@ from vtakit.compiler.cpu.elementwise import collapse
 from vtakit.compiler.cpu.irgen import I32, KernelBuilder, elem_type, pointer, vec
 from vtakit.compiler.cpu.jit import KernelKey, cached_plan, get_kernel, host_target
 from vtakit.errors import CompileError
+from vtakit.isa.arith import ceil_div
 
 LAYOUT_DTYPES = [np.dtype(t) for t in (np.float32, np.int8, np.int32, np.uint8, np.int16, np.int64, np.float64)]
 
@@ -234,7 +235,7 @@ def pack_activation(x: np.ndarray, batch: int, block: int) -> np.ndarray:
     batch = checks.integer(batch, "batch", op, 1, 1 << 20)
     block = checks.integer(block, "block", op, 1, 1 << 20)
     n, c, h, w = x.shape
-    nb, cb = -(-n // batch), -(-c // block)
+    nb, cb = ceil_div(n, batch), ceil_div(c, block)
     if (nb * batch, cb * block) != (n, c):
         x = pad(x, [0, 0, 0, 0, nb * batch - n, cb * block - c, 0, 0])
     source = x.reshape(nb, batch, cb, block, h, w).transpose(0, 2, 4, 5, 1, 3)

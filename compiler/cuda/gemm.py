@@ -35,6 +35,7 @@ from vtakit.compiler.cuda.call import Call
 from vtakit.compiler.cuda.device import GpuBackend, operand
 from vtakit.compiler.cuda.kernel import GpuKernelBuilder, Launch, make_kernel
 from vtakit.errors import CompileError
+from vtakit.isa.arith import ceil_div
 
 SIDE = 16            # threads per block along x and y
 THREADS = SIDE * SIDE
@@ -50,7 +51,7 @@ class GemmTile:
     columns: int
 
     def blocks(self, m: int, n: int) -> int:
-        return -(-m // self.rows) * -(-n // self.columns)
+        return ceil_div(m, self.rows) * ceil_div(n, self.columns)
 
 
 def choose_tile(m: int, n: int, batches: int = 1) -> GemmTile:
@@ -67,7 +68,7 @@ def choose_tile(m: int, n: int, batches: int = 1) -> GemmTile:
 
 def gemm_launch(tile: GemmTile, m: int, n: int, batches: int) -> Launch:
     """Blocks over (column tiles, row tiles, batches) of 16 x 16 threads."""
-    return Launch((-(-n // tile.columns), -(-m // tile.rows), batches), (SIDE, SIDE, 1))
+    return Launch((ceil_div(n, tile.columns), ceil_div(m, tile.rows), batches), (SIDE, SIDE, 1))
 
 
 @dataclass

@@ -27,6 +27,7 @@ from llvmlite import ir
 from vtakit.compiler.cpu.irgen import I8, I32, I64, PTR, KernelBuilder, _bytes
 from vtakit.compiler.cuda.target import NVPTX_TRIPLE, compile_ptx, nvptx_data_layout
 from vtakit.errors import CompileError
+from vtakit.isa.arith import ceil_div, round_up
 
 GPU = "gpu"
 HOST = "host"
@@ -64,7 +65,7 @@ class Launch:
 
 def grid_1d(items: int, threads: int = 256, max_blocks: int = 8192) -> Launch:
     """A 1-D launch for a grid-stride loop over `items`: blocks of `threads`, at most `max_blocks` of them."""
-    blocks = max(1, min(-(-items // threads), max_blocks))
+    blocks = max(1, min(ceil_div(items, threads), max_blocks))
     return Launch((blocks, 1, 1), (threads, 1, 1))
 
 
@@ -124,7 +125,7 @@ class GpuKernelBuilder(KernelBuilder):
 
     def shared_array(self, elem: ir.Type, count: int, name: str) -> ir.Value:
         """A block-shared array of `count` elements (16-byte aligned); returns its base pointer."""
-        offset = -(-self.shared_bytes // 16) * 16
+        offset = round_up(self.shared_bytes, 16)
         self.shared_bytes = offset + _bytes(elem) * count
         if self.shared_bytes > MAX_SHARED_BYTES:
             raise CompileError(f"kernel {self.name} needs {self.shared_bytes} bytes of shared memory", op=self.name)

@@ -25,6 +25,7 @@ from vtakit.compiler.cuda.device import DeviceArray, GpuBackend, contiguous_stri
 from vtakit.compiler.cuda.elementwise import run_strided
 from vtakit.compiler.cuda.kernel import GpuKernelBuilder, grid_1d, make_kernel
 from vtakit.errors import CompileError
+from vtakit.isa.arith import ceil_div
 
 
 def _layout_operand(x, name: str, op: str):
@@ -133,7 +134,7 @@ def pack_activation(x, batch: int, block: int, *, gpu: GpuBackend | None = None)
     call = Call(op, [x], gpu)
     source = call.device(x)
     n, c, h, w = x.shape
-    nb, cb = -(-n // batch), -(-c // block)
+    nb, cb = ceil_div(n, batch), ceil_div(c, block)
     if (nb * batch, cb * block) != (n, c):
         source = pad(source, [0, 0, 0, 0, nb * batch - n, cb * block - c, 0, 0])
     strides = contiguous_strides((nb, batch, cb, block, h, w))

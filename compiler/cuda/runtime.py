@@ -21,6 +21,7 @@ import numpy as np
 from vtakit.compiler.cuda.device import Argument, Buffer, DeviceArray
 from vtakit.compiler.cuda.target import DEFAULT_ARCH, GpuTarget, ptx_key
 from vtakit.errors import DeviceError
+from vtakit.isa.arith import ceil_div
 
 _ALL_BITS = (1 << 64) - 1
 
@@ -84,7 +85,7 @@ class MemoryPool:
     def size_class(nbytes: int) -> int:
         if nbytes <= 1 << 20:
             return max(256, 1 << (max(nbytes, 1) - 1).bit_length())
-        return -(-nbytes // (1 << 20)) << 20
+        return ceil_div(nbytes, 1 << 20) << 20
 
     def allocate(self, nbytes: int) -> tuple[int, int]:
         size = self.size_class(nbytes)

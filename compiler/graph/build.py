@@ -26,7 +26,7 @@ from vtakit.compiler.graph.quantize import Calibration, quantize, strip_fake_qua
 from vtakit.compiler.graph.quantize import calibrate as run_calibration
 from vtakit.compiler.graph.simplify import simplify
 from vtakit.isa.config import HwConfig
-from vtakit.isa.layout import INSN_BYTES
+from vtakit.isa.fields import INSN_BYTES
 
 TARGETS = ("vta", "cpu", "cuda")
 HOSTS = ("cpu", "cuda")

@@ -14,9 +14,9 @@ import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.ir import Graph, Node
-from vtakit.compiler.ops import compile_conv2d, compile_eltwise
-from vtakit.compiler.program import Program
-from vtakit.compiler.runtime import pack_bias, pack_weight
+from vtakit.compiler.vta.ops import compile_conv2d, compile_eltwise
+from vtakit.compiler.vta.program import Program
+from vtakit.compiler.vta.runtime import pack_bias, pack_weight
 from vtakit.isa.config import HwConfig
 from vtakit.isa.opcodes import MemId
 

@@ -23,7 +23,7 @@ from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.lower import ActBuffer, VtaTask
 from vtakit.compiler.graph.plan import DramPlan
 from vtakit.compiler.graph.runner import Binding, RunResult, bind, run_module
-from vtakit.compiler.program import Program, TensorSpec
+from vtakit.compiler.vta.program import Program, TensorSpec
 from vtakit.isa.config import HwConfig
 
 FORMAT = "vtakit-module"
@@ -68,7 +68,7 @@ class CompiledModule:
     def _device(self, device):
         if (isinstance(device, str) and device_entry(device).kind == HOST) or self.target in HOSTS:
             return None
-        from vtakit.compiler.runtime import resolve_device
+        from vtakit.compiler.vta.runtime import resolve_device
 
         if not isinstance(device, str) and getattr(device, "config", None) != self.config:
             label = getattr(getattr(device, "config", None), "label", "?")

@@ -17,6 +17,7 @@ import numpy as np
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.shapes import infer
+from vtakit.isa.arith import ceil_div
 
 SUPPORTED = (
     "Conv", "Gemm", "MatMul", "Relu", "Clip", "Add", "Mul", "MaxPool", "AveragePool", "GlobalAveragePool",
@@ -339,7 +340,7 @@ class _Importer:
 def _same_pads(size, kernel, strides, dil, upper: bool) -> tuple[int, int, int, int]:
     lo, hi = [], []
     for s, k, st, d in zip(size, kernel, strides, dil):
-        out = -(-s // st)
+        out = ceil_div(s, st)
         total = max((out - 1) * st + d * (k - 1) + 1 - s, 0)
         small, big = total // 2, total - total // 2
         lo.append(small if upper else big)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from vtakit.isa.config import HwConfig
 from vtakit.isa.opcodes import MemId
+from vtakit.isa.arith import round_up
 
 
 def alignment(cfg: HwConfig) -> int:
@@ -23,7 +24,7 @@ def alignment(cfg: HwConfig) -> int:
 
 
 def _align(n: int, a: int) -> int:
-    return -(-n // a) * a
+    return round_up(n, a)
 
 
 @dataclass

@@ -19,9 +19,10 @@ from vtakit.errors import DeviceError
 from vtakit.compiler import cpu
 from vtakit.compiler.graph.execute import check_feeds, run_node
 from vtakit.compiler.graph.lower import ActBuffer, VtaTask
-from vtakit.compiler.runtime import join_planes
-from vtakit.isa.layout import INSN_BYTES
+from vtakit.compiler.vta.runtime import join_planes
+from vtakit.isa.fields import INSN_BYTES
 from vtakit.sim.stats import RunStats
+from vtakit.isa.arith import ceil_div
 
 
 @dataclass
@@ -79,7 +80,7 @@ def _read_act(module, b: Binding, buf: ActBuffer, shape: tuple[int, ...]) -> np.
     off, size = module.plan.slots[buf.key]
     raw = b.device.dram[b.base + off:b.base + off + size]
     n, c = shape[0], shape[1]
-    nb, cb = -(-n // cfg.batch), -(-c // buf.block)
+    nb, cb = ceil_div(n, cfg.batch), ceil_div(c, buf.block)
     spatial = (shape[2], shape[3]) if len(shape) == 4 else (1, 1)
     packed_shape = (nb, cb) + spatial + (cfg.batch, buf.block)
     packed = join_planes(raw, buf.planes, packed_shape)

@@ -10,6 +10,7 @@ import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
+from vtakit.isa.arith import ceil_div
 
 
 def pool_out(size: int, k: int, stride: int, pad_lo: int, pad_hi: int, dilation: int = 1,
@@ -17,7 +18,7 @@ def pool_out(size: int, k: int, stride: int, pad_lo: int, pad_hi: int, dilation:
     """Output length of a convolution or pooling window along one axis (ONNX rules)."""
     span = dilation * (k - 1) + 1
     num = size + pad_lo + pad_hi - span
-    out = (-(-num // stride) if ceil_mode else num // stride) + 1
+    out = (ceil_div(num, stride) if ceil_mode else num // stride) + 1
     if ceil_mode and (out - 1) * stride >= size + pad_lo:
         out -= 1  # the last window must start inside the input or its left padding
     return out

@@ -27,6 +27,7 @@ from .digits import (
     export_digits_cnn,
 )
 from .numpy_ops import im2col
+from vtakit.isa.arith import ceil_div
 
 SEED = 0
 EPOCHS = 20
@@ -117,7 +118,7 @@ def train(x: np.ndarray, y: np.ndarray, *, seed: int = SEED, epochs: int = EPOCH
     moment1 = {k: np.zeros_like(v) for k, v in params.items()}
     moment2 = {k: np.zeros_like(v) for k, v in params.items()}
     beta1, beta2, eps = 0.9, 0.999, 1e-8
-    steps_per_epoch = -(-len(x) // BATCH)
+    steps_per_epoch = ceil_div(len(x), BATCH)
     step = 0
     for epoch in range(epochs):
         order = rng.permutation(len(x))

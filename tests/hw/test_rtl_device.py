@@ -10,7 +10,7 @@ from vtakit.errors import DeadlockError, DeviceTimeout, RtlError, SimError
 from vtakit.hw.build import build, build_key, trace_format
 from vtakit.hw.device import RtlDevice
 from vtakit.isa import Alu, AluOp, Finish, Gemm, HwConfig, Load, MemId, Store, Uop, encode
-from vtakit.isa.program import ProgramBuilder
+from vtakit.isa.image import ProgramBuilder
 from vtakit.sim.random_programs import random_program
 
 from reference import reference_image

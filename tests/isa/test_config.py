@@ -6,7 +6,7 @@ import pytest
 
 from vtakit.errors import ConfigError
 from vtakit.isa import PRESETS, HwConfig, MemId
-from vtakit.isa.layout import alu_layout, gemm_layout, mem_layout, uop_layout
+from vtakit.isa.fields import alu_layout, gemm_layout, mem_layout, uop_layout
 
 
 def test_pynq_is_vta_default():

@@ -10,8 +10,8 @@ from vtakit.isa import (
     PRESETS, Alu, AluOp, Finish, Gemm, HwConfig, Load, MemId, Store, Uop, decode, decode_program,
     decode_uops, encode, encode_program, encode_uops,
 )
-from vtakit.isa.bench import random_instructions
-from vtakit.isa.layout import alu_layout, gemm_layout, mem_layout, uop_layout
+from vtakit.isa.codec_speed import random_instructions
+from vtakit.isa.fields import alu_layout, gemm_layout, mem_layout, uop_layout
 
 PYNQ = HwConfig.preset("pynq")
 

@@ -5,7 +5,7 @@ import pytest
 
 from vtakit.errors import IsaError
 from vtakit.isa import Finish, HwConfig, Load, MemId, Uop
-from vtakit.isa.program import ProgramBuilder, ProgramImage
+from vtakit.isa.image import ProgramBuilder, ProgramImage
 
 
 def test_builder_layout_and_npz_round_trip(tmp_path):

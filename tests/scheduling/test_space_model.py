@@ -3,15 +3,15 @@
 import numpy as np
 import pytest
 
-from vtakit.compiler import ops
-from vtakit.compiler.dispatch import use_schedules
-from vtakit.compiler.heuristics import conv_terms, default_conv_knobs
-from vtakit.compiler.templates import ConvKnobs
+from vtakit.compiler.vta import ops
+from vtakit.compiler.vta.dispatch import use_schedules
+from vtakit.compiler.vta.heuristics import conv_terms, default_conv_knobs
+from vtakit.compiler.vta.templates import ConvKnobs
 from vtakit.errors import VtaError
 from vtakit.isa.config import HwConfig
 from vtakit.scheduling.features import FEATURE_NAMES
 from vtakit.scheduling.model import TrainingSet, XGBCostModel, throughput_labels
-from vtakit.scheduling.space import ConvSpace
+from vtakit.scheduling.schedule_space import ConvSpace
 from vtakit.scheduling.task import ConvTask, workload_tasks
 from vtakit.scheduling.tuners import TUNERS, make_tuner
 

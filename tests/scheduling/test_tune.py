@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from vtakit.cli import main
-from vtakit.compiler import ops
-from vtakit.compiler.templates import ConvKnobs
+from vtakit.compiler.vta import ops
+from vtakit.compiler.vta.templates import ConvKnobs
 from vtakit.errors import VtaError
 from vtakit.isa.config import HwConfig
 from vtakit.scheduling.executor import executor
@@ -166,7 +166,7 @@ def test_compile_with_tuning_log_uses_the_logged_schedule(tmp_path, capsys):
     import onnx
 
     from vtakit.compiler import zoo
-    from vtakit.compiler.dispatch import use_schedules
+    from vtakit.compiler.vta.dispatch import use_schedules
     from vtakit.compiler.graph import compile_module
     from vtakit.compiler.graph.module import CompiledModule
 
@@ -209,8 +209,8 @@ def test_measure_on_the_rtl_and_the_simulated_board(device):
 def test_shipped_tuning_log_reproduces_its_cycles():
     """benchmarks/tuned_resnet18_pynq.jsonl (the best record per layer of a 200-trial run): applied to
     `vtakit bench conv2d`, the memory-bound layers get exactly the recorded cycles, correct results."""
-    from vtakit.compiler.bench import run_layer
-    from vtakit.compiler.workloads import RESNET18
+    from vtakit.compiler.vta.layer_bench import run_layer
+    from vtakit.compiler.vta.layers import RESNET18
 
     path = Path(__file__).parents[2] / "benchmarks" / "tuned_resnet18_pynq.jsonl"
     records = {r["task"]: r for r in read_log(path)}

@@ -18,7 +18,7 @@ import vtakit.sim as sim
 from reference import reference_image
 from vtakit.errors import VtaError
 from vtakit.isa import Alu, AluOp, Finish, Gemm, HwConfig, Insn, Load, MemId, Store, Uop
-from vtakit.isa.program import ProgramBuilder, ProgramImage
+from vtakit.isa.image import ProgramBuilder, ProgramImage
 
 MODELS = ["functional", "cycle"]
 PRESETS = ["pynq", "2x16"]  # batch 1 and batch 2

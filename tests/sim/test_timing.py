@@ -11,7 +11,7 @@ import pytest
 
 import vtakit.sim as sim
 from vtakit.isa import Alu, AluOp, Finish, Gemm, HwConfig, Load, MemId, Store, Uop
-from vtakit.isa.program import ProgramBuilder
+from vtakit.isa.image import ProgramBuilder
 
 PYNQ = HwConfig.preset("pynq")
 LAT = PYNQ.mem_latency

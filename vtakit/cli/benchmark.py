@@ -15,7 +15,7 @@ from vtakit.isa.config import HwConfig
 def cmd_bench_layers(args) -> int:
     from rich.progress import Progress
 
-    from vtakit.compiler.bench import run_layer, select, summary
+    from vtakit.compiler.vta.layer_bench import run_layer, select, summary
 
     cfg = load_config(args.config)
     what = args.bench
@@ -49,7 +49,7 @@ def cmd_bench_layers(args) -> int:
 
 
 def _print_layer_summary(rows: list[dict], cfg: HwConfig) -> None:
-    from vtakit.compiler.bench import summary
+    from vtakit.compiler.vta.layer_bench import summary
 
     groups = {"all layers": rows, "layers VTA offloads": [r for r in rows if r["vta_offloads"]]}
     for label, group in groups.items():
@@ -65,11 +65,11 @@ def cmd_bench_speed(args) -> int:
     """Simulator or ISA encode/decode speed."""
     cfg = load_config(args.config)
     if args.bench == "isa":
-        from vtakit.isa.bench import isa_speed
+        from vtakit.isa.codec_speed import isa_speed
 
         rows = [isa_speed(cfg, args.count)]
     else:
-        from vtakit.sim.bench import PROGRAMS, sim_speed
+        from vtakit.sim.sim_speed import PROGRAMS, sim_speed
 
         programs = args.programs.split(",") if args.programs else list(PROGRAMS)
         unknown = [p for p in programs if p not in PROGRAMS]

@@ -10,8 +10,8 @@ from vtakit.cli._common import CONFIG_HELP, console, load_config, parse_ints
 
 
 def cmd_compile_op(args) -> int:
-    from vtakit.compiler import ops as cops
-    from vtakit.compiler.runtime import pack_activation, pack_bias, pack_weight, program_image
+    from vtakit.compiler.vta import ops as cops
+    from vtakit.compiler.vta.runtime import pack_activation, pack_bias, pack_weight, program_image
     from vtakit.isa.asm import disasm
 
     cfg = load_config(args.config)

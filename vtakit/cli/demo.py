@@ -51,8 +51,8 @@ def _network_demo(args) -> int:
 
 
 def _layer_demo(args) -> int:
-    from vtakit.compiler import ops, reference
-    from vtakit.compiler.workloads import RESNET18
+    from vtakit.compiler.vta import ops, reference
+    from vtakit.compiler.vta.layers import RESNET18
     from vtakit.report import stats_tables
     from vtakit.sim import SimDevice
 

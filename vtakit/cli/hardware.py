@@ -54,7 +54,7 @@ def cmd_hw(args) -> int:
 
 def cmd_cosim(args) -> int:
     from vtakit.hw.cosim import cosim
-    from vtakit.isa.program import ProgramImage
+    from vtakit.isa.image import ProgramImage
 
     image = ProgramImage.load(args.program)
     if args.config and load_config(args.config) != image.config:

@@ -48,7 +48,7 @@ def cmd_asm(args) -> int:
 
 def cmd_disasm(args) -> int:
     from vtakit.isa.asm import disasm
-    from vtakit.isa.program import ProgramImage
+    from vtakit.isa.image import ProgramImage
 
     path = Path(args.program)
     if path.suffix == ".npz":
@@ -72,7 +72,7 @@ def cmd_disasm(args) -> int:
 
 
 def cmd_sim(args) -> int:
-    from vtakit.isa.program import ProgramImage
+    from vtakit.isa.image import ProgramImage
     from vtakit.report import stats_tables
     from vtakit.sim import run_image
 

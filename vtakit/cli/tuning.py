@@ -31,7 +31,7 @@ def cmd_tune(args) -> int:
     from vtakit.scheduling.log import TuningLog
     from vtakit.scheduling.measure import Measurer
     from vtakit.scheduling.model import TrainingSet
-    from vtakit.scheduling.space import ConvSpace
+    from vtakit.scheduling.schedule_space import ConvSpace
     from vtakit.scheduling.tune import tune_task
 
     _check_counts(args)
@@ -95,7 +95,7 @@ def _print_tuned(results, cfg, seconds: float) -> None:
 
 
 def cmd_bench_tuner(args) -> int:
-    from vtakit.scheduling.bench import TARGET, race, ratio_summary
+    from vtakit.scheduling.tuner_race import TARGET, race, ratio_summary
     from vtakit.scheduling.executor import executor
     from vtakit.scheduling.measure import Measurer
 

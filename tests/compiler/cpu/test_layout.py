@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from vtakit.compiler import cpu
-from vtakit.compiler.runtime import pack_activation, unpack_activation
+from vtakit.compiler.vta.runtime import pack_activation, unpack_activation
 
 DTYPES = [np.float32, np.int8, np.int32]
 

@@ -1,0 +1,218 @@
+"""Lowering driver: (operator, schedule) -> a relocatable instruction stream.
+
+Walks the loop nest's statements in program order and runs the lowering steps
+on each, in the order `vtakit.compiler.vta.lowering.LOWERING_STEPS` lists: DMA
+planning for transfers, tensorize + micro-op folding for compute, the resident
+micro-op cache, then dependency tokens over the whole stream.  DRAM
+addresses are relative to each tensor; `CompiledOp.link` adds the tensors' base
+addresses once they are placed in a device's memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from vtakit.errors import CompileError
+from vtakit.compiler.vta.loopnest import LoopNest, walk
+from vtakit.compiler.vta.lowering import (Fill, Folded, IntrinsicCall, Record, UopCache, allocate, compute_call, fold,
+                                          insert_tokens, match, plan_transfers, tile_calls, tile_op)
+from vtakit.compiler.vta.program import Program, TensorSpec, link_words
+from vtakit.compiler.vta.regions import Region, region_of
+from vtakit.compiler.vta.te import ComputeDef
+from vtakit.isa.config import HwConfig
+from vtakit.isa.encoding import encode_program, encode_uops, words_from_bytes
+from vtakit.isa.insn import Alu, Gemm, Insn, Load, Store
+from vtakit.isa.fields import alu_layout, gemm_layout
+from vtakit.isa.opcodes import AluOp, MemId
+
+_OUT_PLANE_SHIFT = 8
+
+
+@dataclass
+class CompiledOp:
+    """Instructions with tensor-relative DRAM addresses, the micro-op table and tensor specs."""
+
+    name: str
+    cfg: HwConfig
+    compute: ComputeDef
+    insns: list[Insn]
+    relocs: dict[str, np.ndarray]
+    tensors: dict[str, TensorSpec]
+    uop_table: np.ndarray
+    uop_loads: int = 0
+    notes: dict = field(default_factory=dict)
+
+    @property
+    def inputs(self) -> list[str]:
+        return [t for t in self.tensors if t != self.compute.out.tensor.name and t != "uops"]
+
+    @property
+    def output(self) -> str:
+        return self.compute.out.tensor.name
+
+    def link(self, bases: dict[str, int]) -> bytes:
+        """Instruction bytes with every dram_base made absolute (`bases`: tensor -> byte address)."""
+        return link_words(self.cfg, words_from_bytes(encode_program(self.insns, self.cfg)), self.relocs,
+                          self.tensors, bases, self.name)
+
+    def program(self) -> Program:
+        """The operator as plain data (what a compiled network stores)."""
+        return Program(self.name, words_from_bytes(encode_program(self.insns, self.cfg)), dict(self.relocs),
+                       dict(self.tensors), np.frombuffer(encode_uops(self.uop_table, self.cfg), np.uint8).copy(),
+                       self.output)
+
+
+class _Lowering:
+    def __init__(self, nest: LoopNest, cfg: HwConfig):
+        match(nest)
+        self.nest, self.cfg = nest, cfg
+        self.compute = nest.compute
+        self.stmts = walk(nest)
+        self.alloc = allocate(nest, cfg, self.stmts)
+        self.uops = UopCache(cfg.uop_depth)
+        self.records: list[Record] = []
+        self.access = {a.tensor.name: a for a in self.compute.accesses()}
+        self.resident: dict[tuple[str, int], Region] = {}
+        self.out = self.compute.out.tensor.name
+
+    # ---------------------------------------------------------------- emit
+    def _copy(self, tensor: str, thread: int) -> int:
+        return thread if self.alloc.copies[tensor] > 1 else 0
+
+    def _slot(self, tensor: str, thread: int) -> tuple[str, int]:
+        owner = self.out if self.compute.init is not None and tensor == self.compute.init.tensor.name \
+            else tensor
+        return owner, self._copy(owner, thread)
+
+    def _loop_insn(self, call: IntrinsicCall, reads=frozenset(), writes=frozenset()) -> None:
+        self._emit_folded(fold(call), call.kind, call.op, call.imm, reads, writes)
+
+    def _emit_folded(self, f: Folded, kind: str, op, imm, reads, writes) -> None:
+        start, dram = self.uops.place(f.kernel)
+        n = len(f.kernel)
+        if dram is not None:
+            self.records.append(Record(Load(MemId.UOP, start, dram, 1, n, n), reloc="uops"))
+        fo = f.factors
+        common = dict(uop_bgn=start, uop_end=start + n, iter_out=f.iter_out, iter_in=f.iter_in,
+                      dst_factor_out=fo["dst"][0], dst_factor_in=fo["dst"][1])
+        if kind in ("gemm", "reset"):
+            src, wgt = fo.get("src", (0, 0)), fo.get("wgt", (0, 0))
+            insn = Gemm(**common, src_factor_out=src[0], src_factor_in=src[1], wgt_factor_out=wgt[0],
+                        wgt_factor_in=wgt[1], reset=kind == "reset")
+            layout = gemm_layout(self.cfg)
+        else:
+            src = fo.get("src", (0, 0))
+            insn = Alu(op, **common, src_factor_out=src[0], src_factor_in=src[1],
+                       use_imm=imm is not None, imm=imm or 0)
+            layout = alu_layout(self.cfg)
+        for name in ("iter_out", "iter_in", "dst_factor_out", "dst_factor_in", "src_factor_out",
+                     "src_factor_in") + (("wgt_factor_out", "wgt_factor_in") if kind != "alu" else ()):
+            if getattr(insn, name) > layout[name].max or getattr(insn, name) < 0:
+                raise CompileError(f"{name} {getattr(insn, name)} does not fit its {layout[name].width}-bit "
+                                   f"field; use smaller tiles", op=self.compute.name)
+        self.records.append(Record(insn, frozenset(reads), frozenset(writes)))
+
+    def _transfer(self, tensor: str, region: Region, thread: int, store: bool = False,
+                  plane: int = 0) -> None:
+        slot = self._slot(tensor, thread)
+        base = self.alloc.base[slot]
+        spec = self.access[tensor].tensor
+        transfers, fills = plan_transfers(region, base, what=f"{self.compute.name}: {tensor}",
+                                          allow_pad=not store)
+        plane_elems = int(np.prod(spec.shape)) * plane
+        for t in transfers:
+            fields = (t.sram_base, t.dram_offset + plane_elems, t.y_size, t.x_size, t.x_stride,
+                      t.y_pad_0, t.y_pad_1, t.x_pad_0, t.x_pad_1)
+            if store:
+                self.records.append(Record(Store(MemId.OUT, *fields), reads=frozenset([slot]), reloc=tensor))
+            else:
+                self.records.append(Record(Load(spec.mem, *fields), writes=frozenset([slot]), reloc=tensor))
+        if spec.pad == "min":
+            for fl in fills:
+                self._fill_min(fl, slot)
+
+    def _fill_min(self, fl: Fill, slot) -> None:
+        kernel = np.array([[fl.base + u, 0, 0] for u in fl.offsets], dtype=np.int64)
+        folded = Folded(fl.iters, 1, {"dst": (fl.factor, 0)}, kernel)
+        self._emit_folded(folded, "alu", AluOp.MIN, -(1 << 15), (), [slot])
+
+    # ----------------------------------------------------------------- walk
+    def lower(self) -> list[Record]:
+        nest = self.nest
+        for s in self.stmts:
+            level = nest.compute_level if s.kind == "compute" else nest.placement[s.tensor]
+            box = nest.box(s.values, level)
+            if s.kind == "load":
+                region = region_of(self.access[s.tensor], box)
+                self.resident[(s.tensor, self._copy(s.tensor, s.thread))] = region
+                self._transfer(s.tensor, region, s.thread)
+            elif s.kind == "out_begin":
+                self._out_begin(box, s.thread)
+            elif s.kind == "compute":
+                self._compute(box, s.thread)
+            else:
+                self._out_end(box, s.thread)
+        return insert_tokens(self.records, self.cfg.token_queue_depth)
+
+    def _view(self, thread: int) -> tuple[dict, dict]:
+        regions, bases = {}, {}
+        for (t, c), region in self.resident.items():
+            if c == self._copy(t, thread):
+                regions[t] = region
+                bases[t] = self.alloc.base[self._slot(t, thread)]
+        return regions, bases
+
+    def _out_begin(self, box, thread: int) -> None:
+        region = region_of(self.compute.out, box)
+        self.resident[(self.out, self._copy(self.out, thread))] = region
+        slot = self._slot(self.out, thread)
+        if self.compute.init is not None:
+            init = self.compute.init
+            self._transfer(init.tensor.name, region_of(init, box), thread)
+            return
+        regions, bases = self._view(thread)
+        for call in tile_calls(self.nest, box, regions, bases, "begin"):
+            self._loop_insn(call, writes=[slot])
+
+    def _compute(self, box, thread: int) -> None:
+        if self.compute.reduce == "none":
+            return
+        regions, bases = self._view(thread)
+        call = compute_call(self.nest, box, regions, bases)
+        c = self.compute
+        reads = [self._slot(a.tensor.name, thread) for a in (c.data, c.weight) if a is not None]
+        self._loop_insn(call, reads=reads, writes=[self._slot(self.out, thread)])
+
+    def _out_end(self, box, thread: int) -> None:
+        regions, bases = self._view(thread)
+        slot = self._slot(self.out, thread)
+        for call, step in zip(tile_calls(self.nest, box, regions, bases, "end"), self.compute.steps):
+            reads = [self._slot(step.operand.tensor.name, thread)] if step.operand is not None else []
+            self._loop_insn(call, reads=reads, writes=[slot])
+        region = regions[self.out]
+        for plane in range(self.compute.out_planes):
+            if plane:  # int32 results leave as bytes: shift the next byte down, store it
+                shift = tile_op(self.nest, regions, bases, AluOp.SHR, _OUT_PLANE_SHIFT)
+                self._loop_insn(shift, writes=[slot])
+            self._transfer(self.out, region, thread, store=True, plane=plane)
+
+
+def lower(nest: LoopNest, cfg: HwConfig, name: str | None = None) -> CompiledOp:
+    """Compile a scheduled operator into a relocatable instruction stream."""
+    low = _Lowering(nest, cfg)
+    records = low.lower()
+    relocs: dict[str, list[int]] = {}
+    for i, r in enumerate(records):
+        if r.reloc is not None:
+            relocs.setdefault(r.reloc, []).append(i)
+    compute = nest.compute
+    tensors = {t.name: TensorSpec(t.name, t.shape, t.mem,
+                                  compute.out_planes if t.name == compute.out.tensor.name else 1)
+               for t in compute.tensors().values()}
+    table = low.uops.dram_table()
+    tensors["uops"] = TensorSpec("uops", (len(table),), MemId.UOP)
+    return CompiledOp(name or compute.name, cfg, compute, [r.insn for r in records],
+                      {k: np.array(v, dtype=np.int64) for k, v in relocs.items()}, tensors, table,
+                      low.uops.loads, {"alloc": low.alloc.used, "kernels": len(low.uops.words)})

@@ -1,0 +1,28 @@
+"""The lowering steps from a scheduled loop nest to an instruction stream, in the order they run.
+
+These are not whole-program passes: `codegen` walks the loop nest's statements
+once and calls the per-statement steps on each; the first two run before the
+walk and the last after it.  `LOWERING_STEPS` is the one list of that order;
+`codegen` imports each step from here.  Adding a step is one module in this
+folder plus one entry below (and its call in `codegen`).
+"""
+
+from __future__ import annotations
+
+from vtakit.compiler.vta.lowering.capacity import allocate
+from vtakit.compiler.vta.lowering.dma import Fill, plan_transfers
+from vtakit.compiler.vta.lowering.tensorize import IntrinsicCall, compute_call, match, tile_calls, tile_op
+from vtakit.compiler.vta.lowering.tokens import Record, insert_tokens
+from vtakit.compiler.vta.lowering.uops import Folded, UopCache, fold
+
+LOWERING_STEPS: tuple[tuple[str, str], ...] = (
+    ("tensorize.match", "once: the compute matches the GEMM / ALU intrinsics, or the operator is refused"),
+    ("capacity.allocate", "once: on-chip buffer slots for every tensor and virtual thread, checked against sizes"),
+    ("dma.plan_transfers", "per load/store statement: 2-D DMA transfers with padding, and min-fills"),
+    ("tensorize.compute_call / tile_calls", "per compute and epilogue statement: intrinsic calls over a tile"),
+    ("uops.fold + UopCache", "per call: loops folded into GEMM/ALU iterations, micro-op kernels kept resident"),
+    ("tokens.insert_tokens", "once, after the walk: dependency tokens between load, compute and store"),
+)
+
+__all__ = ["LOWERING_STEPS", "Fill", "Folded", "IntrinsicCall", "Record", "UopCache", "allocate", "compute_call",
+           "fold", "insert_tokens", "match", "plan_transfers", "tile_calls", "tile_op"]

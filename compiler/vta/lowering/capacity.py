@@ -1,0 +1,65 @@
+"""Capacity check and on-chip buffer allocation.
+
+Every cached tensor gets one tile-sized slot per copy (one per virtual thread
+when its transfer sits inside the virtual-thread loop, else one) in its scope;
+the slot is as large as the largest tile that lands there.  If a scope
+overflows, the CompileError lists who needs what, so the fix (smaller tiles,
+fewer threads) is plain.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vtakit.errors import CompileError
+from vtakit.compiler.vta.loopnest import LoopNest, Stmt
+from vtakit.compiler.vta.regions import region_of
+from vtakit.isa.config import HwConfig
+
+SCOPE_DEPTH = {"inp": "inp_depth", "wgt": "wgt_depth", "acc": "acc_depth"}
+
+
+@dataclass(frozen=True)
+class Allocation:
+    footprint: dict[str, int]
+    """Entries of the largest tile of each tensor."""
+    copies: dict[str, int]
+    base: dict[tuple[str, int], int]
+    """(tensor, copy) -> first entry of its slot."""
+    used: dict[str, int]
+    """Entries used per scope."""
+
+    def slot(self, tensor: str, thread: int) -> int:
+        return self.base[(tensor, thread if self.copies[tensor] > 1 else 0)]
+
+
+def allocate(nest: LoopNest, cfg: HwConfig, stmts: list[Stmt]) -> Allocation:
+    compute = nest.compute
+    accesses = {a.tensor.name: a for a in compute.accesses()}
+    footprint: dict[str, int] = {}
+    for s in stmts:
+        if s.kind in ("load", "out_begin"):
+            box = nest.box(s.values, nest.placement[s.tensor])
+            size = region_of(accesses[s.tensor], box).size
+            footprint[s.tensor] = max(footprint.get(s.tensor, 0), size)
+    copies = {t: nest.vthreads if nest.per_thread(t) else 1 for t in footprint}
+    base, used = {}, {}
+    for t in sorted(footprint):
+        scope = nest.scopes[t]
+        for c in range(copies[t]):
+            base[(t, c)] = used.get(scope, 0)
+            used[scope] = used.get(scope, 0) + footprint[t]
+    if compute.init is not None:  # the init tensor is read straight into the output tile
+        out = compute.out.tensor.name
+        copies[compute.init.tensor.name] = copies[out]
+        for c in range(copies[out]):
+            base[(compute.init.tensor.name, c)] = base[(out, c)]
+    for scope, n in used.items():
+        depth = getattr(cfg, SCOPE_DEPTH[scope])
+        if n > depth:
+            parts = [f"{t} {copies[t]} x {footprint[t]}" for t in sorted(footprint)
+                     if nest.scopes[t] == scope]
+            raise CompileError(f"{scope} buffer overflows: {' + '.join(parts)} = {n} entries, "
+                               f"it holds {depth} (config {cfg.label}); use smaller tiles or fewer "
+                               f"virtual threads", op=compute.name)
+    return Allocation(footprint, copies, base, used)

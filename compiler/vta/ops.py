@@ -1,0 +1,281 @@
+"""Operators as users call them: numpy in, numpy out, run on a device.
+
+    y, report = vtakit.ops.conv2d(x, w, stride=1, padding=1, bias=b, shift=8, clip=(0, 127),
+                                  config=cfg, device="sim")
+
+`x` is int8 NCHW, `w` int8 OIHW, `bias` int32; the result is int8 when a shift or
+clip requantizes it, else the full int32 convolution.  `device` is "fsim"
+(functional simulator), "sim" (cycle simulator) or any Device.  `schedule` may
+be ConvKnobs / EltwiseKnobs (or their dict), or a raw Schedule; the default
+comes from `heuristics`.  Every compile-time problem is a CompileError naming
+the operator.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from vtakit.errors import CompileError
+from vtakit.compiler.vta.codegen import CompiledOp, lower
+from vtakit.compiler.vta.dispatch import conv2d_key, lookup as tuned
+from vtakit.compiler.vta.heuristics import conv_shape, default_conv_knobs, default_eltwise_knobs
+from vtakit.compiler.vta.runtime import (
+    pack_activation, pack_bias, pack_weight, resolve_device, run_compiled, unpack_activation,
+)
+from vtakit.compiler.vta.schedule import Schedule, apply
+from vtakit.compiler.vta.te import conv2d_def, eltwise_def, maxpool_def
+from vtakit.compiler.vta.templates import ConvKnobs, EltwiseKnobs, conv_schedule, eltwise_schedule
+from vtakit.isa.config import HwConfig
+from vtakit.sim.stats import RunStats
+
+
+@dataclass
+class OpReport:
+    name: str
+    macs: int
+    cycles: int | None
+    utilization: float | None
+    gops: float | None
+    bytes_moved: int
+    instructions: int
+    uop_words: int
+    gemm_uops: int
+    alu_uops: int
+    compile_s: float
+    run_s: float
+    schedule: dict = field(default_factory=dict)
+    stats: RunStats | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if k != "stats"}
+
+
+def _cfg(config) -> HwConfig:
+    return HwConfig.load(config) if config is not None else HwConfig.preset("pynq")
+
+
+def _check_array(name: str, op: str, a: np.ndarray, dtype, ndim: int) -> None:
+    if not isinstance(a, np.ndarray):
+        raise CompileError(f"{name} must be a numpy array, got {type(a).__name__}", op=op)
+    if a.dtype != np.dtype(dtype):
+        raise CompileError(f"{name} must be {np.dtype(dtype).name}, got {a.dtype}", op=op)
+    if a.ndim != ndim:
+        raise CompileError(f"{name} must have {ndim} dimensions, got shape {a.shape}", op=op)
+    if 0 in a.shape:
+        raise CompileError(f"{name} has an empty dimension: shape {a.shape}", op=op)
+
+
+def requant_args(op: str, shift, clip) -> tuple[int | None, tuple[int, int] | None]:
+    if shift is not None and (not isinstance(shift, (int, np.integer)) or not 0 <= shift < 32):
+        raise CompileError(f"shift must be an integer in [0, 32), got {shift!r}", op=op)
+    if clip is not None:
+        if (not isinstance(clip, (tuple, list)) or len(clip) != 2
+                or not all(isinstance(v, (int, np.integer)) for v in clip)):
+            raise CompileError(f"clip must be a pair of integers (lo, hi), got {clip!r}", op=op)
+        lo, hi = clip
+        if not (-128 <= lo <= hi <= 127):
+            raise CompileError(f"clip must satisfy -128 <= lo <= hi <= 127 for int8 output, got {clip}", op=op)
+        clip = (int(lo), int(hi))
+    elif shift is not None:
+        clip = (-128, 127)  # an int8 result must saturate, not wrap
+    return (int(shift) if shift is not None else None), clip
+
+
+def _check_vthreads(op: str, vthreads) -> None:
+    if vthreads is not None and (not isinstance(vthreads, (int, np.integer)) or vthreads < 1):
+        raise CompileError(f"vthreads must be a positive integer, got {vthreads!r}", op=op)
+
+
+def _knobs(schedule, cls):
+    if isinstance(schedule, dict):
+        try:
+            return cls(**schedule)
+        except TypeError as e:
+            raise CompileError(f"bad schedule knobs: {e}") from None
+    return schedule
+
+
+def _report(name: str, op: CompiledOp, stats: RunStats, macs: int, compile_s: float, run_s: float,
+            schedule) -> OpReport:
+    cfg = op.cfg
+    cycles = stats.cycles
+    util = macs / (cycles * cfg.peak_macs_per_cycle) if cycles else None
+    gops = 2 * macs / (cycles / (cfg.clock_mhz * 1e6)) / 1e9 if cycles else None
+    sched = schedule.to_dict() if hasattr(schedule, "to_dict") else {"steps": list(map(list, schedule.steps))}
+    return OpReport(name, macs, cycles, util, gops, stats.bytes_moved, len(op.insns), len(op.uop_table),
+                    stats.gemm_uops, stats.alu_uops, compile_s, run_s, sched, stats)
+
+
+# -------------------------------------------------------------- convolution
+def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding: int = 0, bias: bool = False,
+                   shift: int | None = None, clip: tuple[int, int] | None = None, schedule=None,
+                   vthreads: int | None = None, name: str = "conv2d") -> tuple[CompiledOp, Any]:
+    """Compile a convolution; returns the relocatable program and the schedule used."""
+    n, c, h, w = x_shape
+    o, ci, kh, kw = w_shape
+    _check_vthreads(name, vthreads)
+    shift, clip = requant_args(name, shift, clip)
+    if ci != c:
+        raise CompileError(f"weights expect {ci} input channels, data has {c}", op=name)
+    if not isinstance(stride, int) or stride < 1 or not isinstance(padding, int) or padding < 0:
+        raise CompileError(f"stride must be >= 1 and padding >= 0, got {stride}, {padding}", op=name)
+    compute = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
+                         bias=bias, shift=shift, clip=clip, name=name)
+    if schedule is None and vthreads is None:
+        key = conv2d_key(x_shape=x_shape, w_shape=w_shape, stride=stride, padding=padding,
+                         epilogue=tuple(step.op.name for step in compute.steps))
+        schedule = tuned(key, cfg)
+    schedule = _knobs(schedule, ConvKnobs)
+    if schedule is None:
+        shape = conv_shape(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
+                           epilogue_ops=len(compute.steps), planes=compute.out_planes)
+        schedule = default_conv_knobs(cfg, shape, vthreads)
+    sched = conv_schedule(schedule, bias=bias) if isinstance(schedule, ConvKnobs) else schedule
+    if not isinstance(sched, Schedule):
+        raise CompileError(f"schedule must be ConvKnobs, a dict of them or a Schedule, got "
+                           f"{type(schedule).__name__}", op=name)
+    return lower(apply(compute, sched), cfg, name), schedule
+
+
+def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, bias: np.ndarray | None = None,
+           shift: int | None = None, clip: tuple[int, int] | None = None, config=None, device="sim",
+           schedule=None, vthreads: int | None = None, timeout_s: float | None = None,
+           name: str = "conv2d") -> tuple[np.ndarray, OpReport]:
+    cfg = _cfg(config)
+    _check_array("x", name, x, np.int8, 4)
+    _check_array("w", name, w, np.int8, 4)
+    if bias is not None:
+        _check_array("bias", name, bias, np.int32, 1)
+        if len(bias) != w.shape[0]:
+            raise CompileError(f"bias has {len(bias)} entries for {w.shape[0]} output channels", op=name)
+    t0 = time.perf_counter()
+    op, used = compile_conv2d(cfg, x_shape=x.shape, w_shape=w.shape, stride=stride, padding=padding,
+                              bias=bias is not None, shift=shift, clip=clip, schedule=schedule,
+                              vthreads=vthreads, name=name)
+    t1 = time.perf_counter()
+    inputs = {"data": pack_activation(x, cfg.batch, cfg.block_in),
+              "weight": pack_weight(w, cfg.block_out, cfg.block_in)}
+    if bias is not None:
+        inputs["bias"] = pack_bias(bias, cfg.batch, cfg.block_out)
+    out, stats = run_compiled(op, resolve_device(device, cfg), inputs, timeout_s)
+    t2 = time.perf_counter()
+    y = unpack_activation(out, x.shape[0], w.shape[0])
+    n, c, _, _ = x.shape
+    macs = int(np.prod(y.shape)) * c * w.shape[2] * w.shape[3]
+    return y, _report(name, op, stats, macs, t1 - t0, t2 - t1, used)
+
+
+def dense(x: np.ndarray, w: np.ndarray, *, bias: np.ndarray | None = None, shift: int | None = None,
+          clip: tuple[int, int] | None = None, config=None, device="sim", schedule=None,
+          vthreads: int | None = None, timeout_s: float | None = None,
+          name: str = "dense") -> tuple[np.ndarray, OpReport]:
+    """y = x @ w.T (+ bias), x int8 (N, C), w int8 (O, C): a 1x1 convolution on a 1x1 image."""
+    _check_array("x", name, x, np.int8, 2)
+    _check_array("w", name, w, np.int8, 2)
+    if x.shape[1] != w.shape[1]:
+        raise CompileError(f"x has {x.shape[1]} features, w expects {w.shape[1]}", op=name)
+    y, report = conv2d(x[:, :, None, None], w[:, :, None, None], bias=bias, shift=shift, clip=clip,
+                       config=config, device=device, schedule=schedule, vthreads=vthreads,
+                       timeout_s=timeout_s, name=name)
+    return y[:, :, 0, 0], report
+
+
+matmul = dense
+
+
+# -------------------------------------------------------- elementwise, pool
+def compile_eltwise(cfg: HwConfig, kind: str, *, shape: tuple[int, int, int, int], inputs: tuple[str, ...],
+                    shift=None, clip=None, multiplier=None, window=None, schedule=None, vthreads=None,
+                    name: str | None = None) -> tuple[CompiledOp, Any]:
+    """Compile an elementwise op or max pooling (`window` = (kernel, stride, pad)) on NCHW `shape`."""
+    name = name or kind
+    _check_vthreads(name, vthreads)
+    n, c, h, w = shape
+    if window is None:
+        compute = eltwise_def(cfg, kind, n=n, c=c, h=h, w=w, shift=shift, clip=clip, multiplier=multiplier,
+                              name=name)
+        oh, ow = h, w
+    else:
+        k, st, pad = window
+        compute = maxpool_def(cfg, n=n, c=c, h=h, w=w, kernel=k, stride=st, pad=pad, name=name)
+        oh, ow = compute.out.tensor.shape[2:]
+    knobs = _knobs(schedule, EltwiseKnobs)
+    if knobs is None:
+        nb, cb = compute.out.tensor.shape[:2]
+        knobs = default_eltwise_knobs(cfg, nb=nb, cb=cb, h=oh, w=ow, tensors=len(inputs) + 1,
+                                      window=window, vthreads=vthreads)
+    sched = eltwise_schedule(knobs, inputs=inputs if window is None else ("data",),
+                             pool=window is not None) if isinstance(knobs, EltwiseKnobs) else knobs
+    return lower(apply(compute, sched), cfg, name), knobs
+
+
+def _eltwise(kind: str, tensors: dict[str, np.ndarray], *, shift=None, clip=None, multiplier=None, config=None,
+             device="sim", schedule=None, vthreads=None, timeout_s=None, window=None,
+             name=None) -> tuple[np.ndarray, OpReport]:
+    name = name or kind
+    cfg = _cfg(config)
+    first = next(iter(tensors.values()))
+    n, c = first.shape[:2]
+    t0 = time.perf_counter()
+    op, knobs = compile_eltwise(cfg, kind, shape=first.shape, inputs=tuple(tensors), shift=shift, clip=clip,
+                                multiplier=multiplier, window=window, schedule=schedule, vthreads=vthreads,
+                                name=name)
+    t1 = time.perf_counter()
+    packed = {k: pack_activation(v, cfg.batch, cfg.block_out) for k, v in tensors.items()}
+    if window is not None:
+        packed = {"data": next(iter(packed.values()))}
+    out, stats = run_compiled(op, resolve_device(device, cfg), packed, timeout_s)
+    t2 = time.perf_counter()
+    y = unpack_activation(out, n, c)
+    return y, _report(name, op, stats, 0, t1 - t0, t2 - t1, knobs)
+
+
+def add(a: np.ndarray, b: np.ndarray, *, shift: int | None = None, clip: tuple[int, int] | None = None,
+        config=None, device="sim", schedule=None, vthreads=None, timeout_s=None,
+        name: str = "add") -> tuple[np.ndarray, OpReport]:
+    """Residual add of two int8 NCHW tensors, saturated to int8 (optionally >> shift first)."""
+    _check_array("a", name, a, np.int8, 4)
+    _check_array("b", name, b, np.int8, 4)
+    if a.shape != b.shape:
+        raise CompileError(f"shapes differ: {a.shape} and {b.shape}", op=name)
+    shift, clip = requant_args(name, shift, clip if clip is not None else (-128, 127))
+    return _eltwise("add", {"a": a, "b": b}, shift=shift, clip=clip, config=config, device=device,
+                    schedule=schedule, vthreads=vthreads, timeout_s=timeout_s, name=name)
+
+
+def relu(x: np.ndarray, *, config=None, device="sim", schedule=None, vthreads=None, timeout_s=None,
+         name: str = "relu") -> tuple[np.ndarray, OpReport]:
+    _check_array("x", name, x, np.int8, 4)
+    return _eltwise("relu", {"a": x}, config=config, device=device, schedule=schedule, vthreads=vthreads,
+                    timeout_s=timeout_s, name=name)
+
+
+def requantize(x: np.ndarray, *, shift: int, clip: tuple[int, int] = (-128, 127), multiplier: int | None = None,
+               config=None, device="sim", schedule=None, vthreads=None, timeout_s=None,
+               name: str = "requantize") -> tuple[np.ndarray, OpReport]:
+    """int32 NCHW -> int8: ((x * multiplier) >> shift) clipped; the multiplier (16-bit, wrapping
+    int32 product) needs a configuration whose ALU has MUL."""
+    _check_array("x", name, x, np.int32, 4)
+    shift, clip = requant_args(name, shift, clip)
+    return _eltwise("requantize", {"a": x}, shift=shift, clip=clip, multiplier=multiplier, config=config,
+                    device=device,
+                    schedule=schedule, vthreads=vthreads, timeout_s=timeout_s, name=name)
+
+
+def max_pool2d(x: np.ndarray, *, kernel: int, stride: int | None = None, padding: int = 0, config=None,
+               device="sim", schedule=None, vthreads=None, timeout_s=None,
+               name: str = "max_pool2d") -> tuple[np.ndarray, OpReport]:
+    """Max pooling of int8 NCHW with ALU MAX; padding never wins."""
+    _check_array("x", name, x, np.int8, 4)
+    stride = kernel if stride is None else stride
+    for what, v, low in (("kernel", kernel, 1), ("stride", stride, 1), ("padding", padding, 0)):
+        if not isinstance(v, (int, np.integer)) or v < low:
+            raise CompileError(f"{what} must be an integer >= {low}, got {v!r}", op=name)
+    if padding >= kernel:
+        raise CompileError(f"padding {padding} must be smaller than the window {kernel}", op=name)
+    return _eltwise("max_pool2d", {"data": x}, config=config, device=device, schedule=schedule,
+                    vthreads=vthreads, timeout_s=timeout_s, window=(kernel, stride, padding), name=name)

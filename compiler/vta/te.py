@@ -1,0 +1,200 @@
+"""Tensor expressions: what an operator computes, as affine maps over named axes.
+
+An operator is a `ComputeDef`: a set of axes (spatial or reduction), the DRAM
+tensors it touches (in the accelerator's packed layouts, counted in elements)
+and how each is indexed.  Every operator has the same shape of computation,
+which is the accelerator's:
+
+    acc = init tensor, or 0
+    acc += sum over the reduction axes of data x weight^T     (reduce="gemm")
+    acc  = max over the reduction axes of data                (reduce="max")
+    acc  = step(acc) for each ALU step (bias, shift, clip...)
+    out  = acc truncated to the output width (or four byte planes for int32)
+
+Schedules (schedule.py) say how to tile and place this; lowering turns the pair
+into instructions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vtakit.errors import CompileError
+from vtakit.compiler.vta.affine import Affine
+from vtakit.isa.config import HwConfig
+from vtakit.isa.opcodes import AluOp, MemId
+from vtakit.isa.arith import ceil_div
+
+ACC_MIN_IMM = -(1 << 15)  # the most negative ALU immediate: "minus infinity" for int8 data
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str
+    extent: int
+    reduce: bool = False
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A tensor in DRAM: a grid of elements of one memory type, row-major."""
+
+    name: str
+    shape: tuple[int, ...]
+    mem: MemId
+    pad: str = "zero"
+    """What reads outside the grid see: "zero", "min" (for max reductions) or "error"."""
+
+
+@dataclass(frozen=True)
+class Access:
+    tensor: Tensor
+    index: tuple[Affine, ...]
+
+
+@dataclass(frozen=True)
+class AluStep:
+    op: AluOp
+    imm: int | None = None
+    operand: Access | None = None
+
+
+@dataclass(frozen=True)
+class ComputeDef:
+    name: str
+    axes: tuple[Axis, ...]
+    out: Access
+    reduce: str = "none"
+    data: Access | None = None
+    weight: Access | None = None
+    init: Access | None = None
+    steps: tuple[AluStep, ...] = ()
+    out_planes: int = 1
+    """1: acc truncated to out_bits; 4: the full int32 accumulator as four byte planes."""
+
+    def __post_init__(self) -> None:
+        names = [a.name for a in self.axes]
+        if len(set(names)) != len(names):
+            raise CompileError("duplicate axis names", op=self.name)
+        known = set(names)
+        reduce_axes = {a.name for a in self.axes if a.reduce}
+        for acc in self.accesses():
+            if len(acc.index) != len(acc.tensor.shape):
+                raise CompileError(f"tensor {acc.tensor.name!r} has {len(acc.tensor.shape)} dims, "
+                                   f"indexed with {len(acc.index)}", op=self.name)
+            for e in acc.index:
+                missing = set(e.vars) - known
+                if missing:
+                    raise CompileError(f"index of {acc.tensor.name!r} uses unknown axis "
+                                       f"{sorted(missing)[0]!r}", op=self.name)
+        used = {v for e in self.out.index for v in e.vars}
+        if used & reduce_axes:
+            raise CompileError("the output is indexed by a reduction axis", op=self.name)
+        if self.reduce not in ("none", "gemm", "max"):
+            raise CompileError(f"unknown reduction {self.reduce!r}", op=self.name)
+        if (self.reduce == "gemm") != (self.weight is not None):
+            raise CompileError("a GEMM reduction needs data and weight tensors", op=self.name)
+
+    def axis(self, name: str) -> Axis:
+        for a in self.axes:
+            if a.name == name:
+                return a
+        raise CompileError(f"no axis {name!r} (axes: {', '.join(a.name for a in self.axes)})",
+                           op=self.name)
+
+    def accesses(self) -> list[Access]:
+        found = [self.out] + [a for a in (self.data, self.weight, self.init) if a is not None]
+        return found + [s.operand for s in self.steps if s.operand is not None]
+
+    def tensors(self) -> dict[str, Tensor]:
+        return {a.tensor.name: a.tensor for a in self.accesses()}
+
+
+# ----------------------------------------------------------- operator shapes
+def _blocks(n: int, block: int) -> int:
+    return ceil_div(n, block)
+
+
+def epilogue(bias: Access | None, shift: int | None, clip: tuple[int, int] | None) -> tuple[AluStep, ...]:
+    """acc + bias, >> shift, then clip as MIN then MAX (ISA.md's clip)."""
+    steps = []
+    if bias is not None:
+        steps.append(AluStep(AluOp.ADD, operand=bias))
+    if shift:
+        steps.append(AluStep(AluOp.SHR, imm=shift))
+    if clip is not None:
+        lo, hi = clip
+        steps += [AluStep(AluOp.MIN, imm=hi), AluStep(AluOp.MAX, imm=lo)]
+    return tuple(steps)
+
+
+def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, kh: int, kw: int,
+               stride: int = 1, pad: int = 0, bias: bool = False, shift: int | None = None,
+               clip: tuple[int, int] | None = None, name: str = "conv2d") -> ComputeDef:
+    """Convolution in NCHW{batch}n{block}c x OIHW{block}o{block}i layouts."""
+    oh, ow = (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1
+    if oh < 1 or ow < 1:
+        raise CompileError(f"kernel {kh}x{kw} with padding {pad} does not fit a {h}x{w} input", op=name)
+    nb, icb, ocb = _blocks(n, cfg.batch), _blocks(c_in, cfg.block_in), _blocks(c_out, cfg.block_out)
+    axes = (Axis("n", nb), Axis("oc", ocb), Axis("oh", oh), Axis("ow", ow),
+            Axis("ic", icb, True), Axis("kh", kh, True), Axis("kw", kw, True))
+    v = Affine.var
+    data = Access(Tensor("data", (nb, icb, h, w), MemId.INP),
+                  (v("n"), v("ic"), v("oh", stride) + v("kh") - pad, v("ow", stride) + v("kw") - pad))
+    weight = Access(Tensor("weight", (ocb, icb, kh, kw), MemId.WGT, pad="error"),
+                    (v("oc"), v("ic"), v("kh"), v("kw")))
+    bias_acc = Access(Tensor("bias", (ocb,), MemId.ACC, pad="error"), (v("oc"),)) if bias else None
+    requant = shift is not None or clip is not None
+    out = Access(Tensor("out", (nb, ocb, oh, ow), MemId.OUT, pad="error"),
+                 (v("n"), v("oc"), v("oh"), v("ow")))
+    return ComputeDef(name, axes, out, reduce="gemm", data=data, weight=weight,
+                      steps=epilogue(bias_acc, shift, clip), out_planes=1 if requant else 4)
+
+
+def eltwise_def(cfg: HwConfig, kind: str, *, n: int, c: int, h: int, w: int, shift: int | None = None,
+                clip: tuple[int, int] | None = None, multiplier: int | None = None,
+                name: str | None = None) -> ComputeDef:
+    """add (two int8 tensors), relu (int8), requantize (int32 -> int8, optionally times a
+    multiplier first: the ALU's MUL) on NCHW{b}n{block_out}c."""
+    name = name or kind
+    nb, cb = _blocks(n, cfg.batch), _blocks(c, cfg.block_out)
+    axes = (Axis("n", nb), Axis("c", cb), Axis("h", h), Axis("w", w))
+    idx = tuple(Affine.var(a.name) for a in axes)
+    shape = (nb, cb, h, w)
+    out = Access(Tensor("out", shape, MemId.OUT, pad="error"), idx)
+    if kind == "add":
+        a = Access(Tensor("a", shape, MemId.ACC_8BIT, pad="error"), idx)
+        b = Access(Tensor("b", shape, MemId.ACC_8BIT, pad="error"), idx)
+        steps = (AluStep(AluOp.ADD, operand=b),) + epilogue(None, shift, clip)
+        return ComputeDef(name, axes, out, init=a, steps=steps)
+    if kind == "relu":
+        a = Access(Tensor("a", shape, MemId.ACC_8BIT, pad="error"), idx)
+        return ComputeDef(name, axes, out, init=a, steps=(AluStep(AluOp.MAX, imm=0),))
+    if kind == "requantize":
+        x = Access(Tensor("a", shape, MemId.ACC, pad="error"), idx)
+        scale: tuple[AluStep, ...] = ()
+        if multiplier is not None and multiplier != 1:
+            if not cfg.alu_mul:
+                raise CompileError(f"config {cfg.label} has no ALU MUL (alu_mul is false)", op=name)
+            if not ACC_MIN_IMM <= multiplier < -ACC_MIN_IMM:
+                raise CompileError(f"multiplier {multiplier} does not fit the 16-bit ALU immediate", op=name)
+            scale = (AluStep(AluOp.MUL, imm=multiplier),)
+        return ComputeDef(name, axes, out, init=x, steps=scale + epilogue(None, shift, clip or (-128, 127)))
+    raise CompileError(f"unknown elementwise operation {kind!r}", op=name)
+
+
+def maxpool_def(cfg: HwConfig, *, n: int, c: int, h: int, w: int, kernel: int, stride: int,
+                pad: int = 0, name: str = "max_pool2d") -> ComputeDef:
+    """Max pooling of int8 NCHW{b}n{block_out}c; padding never wins (it reads as minus infinity)."""
+    oh, ow = (h + 2 * pad - kernel) // stride + 1, (w + 2 * pad - kernel) // stride + 1
+    if oh < 1 or ow < 1:
+        raise CompileError(f"window {kernel} with padding {pad} does not fit a {h}x{w} input", op=name)
+    nb, cb = _blocks(n, cfg.batch), _blocks(c, cfg.block_out)
+    axes = (Axis("n", nb), Axis("c", cb), Axis("oh", oh), Axis("ow", ow),
+            Axis("kh", kernel, True), Axis("kw", kernel, True))
+    v = Affine.var
+    data = Access(Tensor("data", (nb, cb, h, w), MemId.ACC_8BIT, pad="min"),
+                  (v("n"), v("c"), v("oh", stride) + v("kh") - pad, v("ow", stride) + v("kw") - pad))
+    out = Access(Tensor("out", (nb, cb, oh, ow), MemId.OUT, pad="error"),
+                 (v("n"), v("c"), v("oh"), v("ow")))
+    return ComputeDef(name, axes, out, reduce="max", data=data)

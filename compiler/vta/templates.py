@@ -1,0 +1,84 @@
+"""Schedule templates: the knobs of each operator's schedule, and the schedule they make.
+
+A template turns a small set of knobs (tile sizes, loop order, virtual threads,
+where transfers sit) into a `Schedule` of primitives.  The default heuristic
+(`heuristics.py`) and, later, the tuner search over knobs, never over raw
+primitive lists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from vtakit.compiler.vta.schedule import Schedule
+
+
+@dataclass(frozen=True)
+class ConvKnobs:
+    """Knobs of a convolution (dense is a 1x1 convolution on a 1x1 image)."""
+
+    tile_oc: int           # output-channel blocks per tile
+    tile_oh: int           # output rows per tile
+    tile_ow: int           # output columns per tile
+    tile_ic: int           # input-channel blocks per reduction step
+    order: str = "oc"      # "oc": channel tiles outermost (weights reused across space); "sp": space outermost
+    vthread_axis: str = "oh"
+    vthreads: int = 2
+    hoist_weights: bool = False
+    """Load each weight tile once per output-channel tile, not once per reduction step
+    (needs tile_ic to cover every input-channel block)."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def conv_schedule(k: ConvKnobs, *, bias: bool = False) -> Schedule:
+    """The schedule a ConvKnobs describes."""
+    s = Schedule()
+    for axis, factor in (("oc", k.tile_oc), ("oh", k.tile_oh), ("ow", k.tile_ow), ("ic", k.tile_ic)):
+        s = s.split(axis, factor)
+    channel, space = ["oc.o"], ["oh.o", "ow.o"]
+    outer = ["n"] + (channel + space if k.order == "oc" else space + channel)
+    s = s.reorder(*outer, "ic.o", "oh.i", "ow.i", "oc.i", "ic.i", "kh", "kw")
+    names = {name: name for name in outer}
+    if k.vthreads > 1:
+        loop = f"{k.vthread_axis}.o"
+        s = s.virtual_thread(loop, k.vthreads)
+        names[loop] = f"{loop}.t"
+    tile_loop = names[outer[-1]]           # the output tile lives across the reduction
+    s = (s.cache_read("data", "inp").cache_read("weight", "wgt").cache_write("out", "acc")
+         .dma_copy("data", "ic.o").dma_copy("out", tile_loop))
+    s = s.dma_copy("weight", names["oc.o"] if k.hoist_weights else "ic.o")
+    if bias:
+        s = s.cache_read("bias", "acc").dma_copy("bias", tile_loop)
+    return s.tensorize("oh.i", "gemm")
+
+
+@dataclass(frozen=True)
+class EltwiseKnobs:
+    """Knobs of elementwise operators and pooling: rows and channel blocks per tile."""
+
+    tile_c: int
+    tile_h: int
+    vthreads: int = 2
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def eltwise_schedule(k: EltwiseKnobs, *, inputs: tuple[str, ...], pool: bool = False) -> Schedule:
+    """Tiles of whole rows; every input cached in acc; threads over row tiles.
+
+    For pooling the axes are (c, oh, ow) with the window (kh, kw) inside the tile."""
+    h, w = ("oh", "ow") if pool else ("h", "w")
+    s = Schedule().split("c", k.tile_c).split(h, k.tile_h)
+    inner = [f"{h}.i", w, "c.i"] + (["kh", "kw"] if pool else [])
+    s = s.reorder("n", "c.o", f"{h}.o", *inner)
+    tile_loop = f"{h}.o"
+    if k.vthreads > 1:
+        s = s.virtual_thread(f"{h}.o", k.vthreads)
+        tile_loop = f"{h}.o.t"
+    s = s.cache_write("out", "acc").dma_copy("out", tile_loop)
+    for name in inputs:
+        s = s.cache_read(name, "acc").dma_copy(name, tile_loop)
+    return s.tensorize(f"{h}.i", "alu")
