@@ -50,25 +50,27 @@ class OutputRow:
 
 
 def output_rows(graph) -> list[OutputRow]:
-    """Each graph output's precision: a Dequantize's result is dequantized int8 (or an int32
-    accumulator); anything else is float.  The source skips one-input precision-neutral ops
-    (a reshape computes no value of its own)."""
+    """Each graph output's precision: values that come from a Dequantize (through one-input
+    precision-neutral ops, which add no rounding) are dequantized int8 or an int32 accumulator;
+    others are float.  The source is the op before those neutral ones."""
     prod = graph.producers()
 
-    def origin(t: str) -> str:
+    def origin(t: str):
         n = prod.get(t)
         while n is not None and n.op in SAME_SCALE_OPS and len(n.inputs) == 1:
             n = prod.get(n.inputs[0])
-        return f"{n.name} ({n.op})" if n is not None else f"input {t}"
+        return n
 
     rows = []
     for o in graph.outputs:
-        n, info = prod.get(o), graph.tensors[o]
+        n, info = origin(o), graph.tensors[o]
         if n is not None and n.op == "Dequantize":
             src = graph.tensors[n.inputs[0]]
-            rows.append(OutputRow(o, info.shape, f"dequantized {src.dtype}", 2.0 ** -src.exp, origin(n.inputs[0])))
+            m = origin(n.inputs[0])
+            rows.append(OutputRow(o, info.shape, f"dequantized {src.dtype}", 2.0 ** -src.exp,
+                                  f"{m.name} ({m.op})" if m else f"input {n.inputs[0]}"))
         else:
-            rows.append(OutputRow(o, info.shape, "float", None, origin(o)))
+            rows.append(OutputRow(o, info.shape, "float", None, f"{n.name} ({n.op})" if n else f"input {o}"))
     return rows
 
 
