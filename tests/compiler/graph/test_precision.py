@@ -17,9 +17,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import vtakit
-from vtakit.compiler.graph import import_onnx
+from vtakit.compiler import zoo
+from vtakit.compiler.graph import import_onnx, optimize
 from vtakit.compiler.graph.onnx_frontend import PRECISION, SUPPORTED, Precision
-from vtakit.compiler.graph.quantize import SAME_SCALE_OPS
+from vtakit.compiler.graph.quantize import SAME_SCALE_OPS, _int8_form, precision_plan
 
 Tail = tuple[list, list, Callable[[np.ndarray], np.ndarray]]  # ONNX nodes, initializers, numpy meaning
 
@@ -172,3 +173,32 @@ def test_squeeze_unsqueeze_dropout_import_as_layout_ops(opset):
     g = import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
     assert [n.op for n in g.nodes] == ["Reshape", "Identity", "Reshape"]
     assert g.tensors["u"].shape == (1, 2, 3, 1) and g.tensors["y"].shape == (2, 3)
+
+
+@pytest.mark.parametrize("name", ["digits_cnn", "small_cnn", "resnet18", "mobilenet_v1"])
+def test_int8_ending_zoo_models_keep_the_rule_they_had(name):
+    """Before issue 22 every node with an int8 form ran in int8, and a conv/dense kept its int32
+    accumulator when no reader ran in int8.  In these models no precision-neutral op sits after a
+    float op, so the new rule must give the same plan (hence the same logits and cycles, which
+    were also compared directly when the rule changed: resnet18 11,391,795 cycles, digits 3,017,073)."""
+    g = optimize(import_onnx(zoo.build(name)))
+    old_int8 = {n.name for n in g.nodes if _int8_form(g, n)}
+    users = g.consumers()
+    old_wide = {n.name for n in g.nodes if n.name in old_int8 and n.op in ("Conv", "Dense") and "act" not in n.attrs
+                and not any(u.name in old_int8 for u in users.get(n.outputs[0], []))}
+    plan = precision_plan(g)
+    assert plan.int8 == old_int8 and plan.wide == old_wide
+
+
+def test_vtakit_report_prints_each_output_precision(tmp_path, capsys):
+    import onnx
+    from vtakit.cli import main
+
+    cal, x = _inputs()
+    onnx.save(_model("softmax", "Transpose"), tmp_path / "m.onnx")
+    np.save(tmp_path / "cal.npy", np.stack(cal))
+    np.save(tmp_path / "x.npy", x)
+    mod = str(tmp_path / "m.vtamod")
+    assert main(["compile", str(tmp_path / "m.onnx"), "--calibrate", str(tmp_path / "cal.npy"), "-o", mod]) == 0
+    assert main(["report", mod, "--input", str(tmp_path / "x.npy"), "--roofline", str(tmp_path / "r.png")]) == 0
+    assert "output y (4, 1): float from softmax (Softmax)" in capsys.readouterr().out
