@@ -159,9 +159,6 @@ class PrecisionPlan:
     int8: frozenset[str]  # nodes that compute in int8
     wide: frozenset[str]  # conv/dense nodes among them that keep their int32 accumulator
 
-    def output_is_int8(self, n: Node) -> bool:
-        return n.name in self.int8 and n.name not in self.wide
-
 
 def precision_plan(g: Graph) -> PrecisionPlan:
     """Which nodes compute in int8: int8-capable ops with an int8 form, and precision-neutral ops

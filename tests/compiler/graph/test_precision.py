@@ -202,3 +202,17 @@ def test_vtakit_report_prints_each_output_precision(tmp_path, capsys):
     assert main(["compile", str(tmp_path / "m.onnx"), "--calibrate", str(tmp_path / "cal.npy"), "-o", mod]) == 0
     assert main(["report", mod, "--input", str(tmp_path / "x.npy"), "--roofline", str(tmp_path / "r.png")]) == 0
     assert "output y (4, 1): float from softmax (Softmax)" in capsys.readouterr().out
+
+
+def test_squeeze_and_dropout_errors_name_the_node():
+    from vtakit.errors import CompileError
+
+    vi = helper.make_tensor_value_info
+    cases = [(helper.make_node("Squeeze", ["x", "ax"], ["y"], name="sq"), "cannot squeeze axes \\[1\\]"),
+             (helper.make_node("Dropout", ["x"], ["y", "mask"], name="drop"), "mask output")]
+    for node, msg in cases:
+        graph = helper.make_graph([node], "t", [vi("x", TensorProto.FLOAT, [1, 3])], [vi("y", TensorProto.FLOAT, [1, 3])],
+                                  [numpy_helper.from_array(np.array([1], np.int64), "ax")])
+        with pytest.raises(CompileError, match=msg) as e:
+            import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+        assert e.value.node == node.name and e.value.op == node.op_type
