@@ -2,7 +2,8 @@
 
 Everything opset-specific happens here, once: Clip bounds and Pad amounts that
 moved from attributes to inputs, Softmax's pre-13 axis semantics, auto_pad,
-Reshape's 0/-1 entries.  The quantized ONNX forms (QLinearConv, QLinearMatMul)
+Reshape's 0/-1 entries.  Squeeze/Unsqueeze become the Reshape they are and
+(inference) Dropout an Identity.  The quantized ONNX forms (QLinearConv, QLinearMatMul)
 become DequantizeLinear -> float op -> QuantizeLinear, so the rest of the
 compiler sees one float graph and quantizes it with its own power-of-two scheme.
 An unsupported op type stops the compile before any work, listing every one.
@@ -10,6 +11,7 @@ An unsupported op type stops the compile before any work, listing every one.
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +24,49 @@ from vtakit.isa.arith import ceil_div
 SUPPORTED = (
     "Conv", "Gemm", "MatMul", "Relu", "Clip", "Add", "Mul", "MaxPool", "AveragePool", "GlobalAveragePool",
     "BatchNormalization", "Flatten", "Reshape", "Transpose", "Concat", "Softmax", "Pad", "Identity",
+    "Squeeze", "Unsqueeze", "Dropout",
     "QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "Constant",
 )
+
+
+class Precision(str, Enum):
+    """How an op relates to int8 (see `PRECISION`; `quantize.precision_plan` applies the rule)."""
+
+    NEUTRAL = "precision-neutral"  # moves or selects values: runs in the precision of its input
+    INT8 = "int8-capable"  # computes in int8 (on the accelerator or a host int8 kernel) when its form allows
+    FLOAT = "float-only"  # no int8 form: always runs in float on the host
+
+
+PRECISION: dict[str, Precision] = {
+    # Precision-neutral: each output value is an input value (layout, selection, relu/clip's max/min
+    # with a constant, padding with a constant).  Rounding to a power-of-two grid is monotone, so
+    # these commute with quantization: in int8 they keep the input's scale (the quantizer unions
+    # their tensors into one exponent group) and add no rounding of their own; in float they add
+    # none either.  So they never decide where a tensor becomes int8: they follow their input.
+    # Concat of float tensors stays float; MaxPool, Relu and Clip run on the accelerator when int8.
+    "Identity": Precision.NEUTRAL, "Dropout": Precision.NEUTRAL,  # Dropout imports as Identity
+    "Flatten": Precision.NEUTRAL, "Reshape": Precision.NEUTRAL, "Transpose": Precision.NEUTRAL,
+    "Squeeze": Precision.NEUTRAL, "Unsqueeze": Precision.NEUTRAL,  # import as Reshape
+    "Concat": Precision.NEUTRAL, "Pad": Precision.NEUTRAL,
+    "Relu": Precision.NEUTRAL, "Clip": Precision.NEUTRAL, "MaxPool": Precision.NEUTRAL,
+    # int8-capable: the arithmetic the accelerator exists for; each rescales (conv/dense: by the
+    # weight's exponent, add: two inputs onto one grid) and is where int8 pays.  Conv/Dense need
+    # constant weights and bias, Add two same-shape activations; otherwise they run in float.
+    "Conv": Precision.INT8, "Dense": Precision.INT8, "Add": Precision.INT8,
+    "Gemm": Precision.INT8, "MatMul": Precision.INT8,  # as Dense when B is constant (fold.canonicalize_dense)
+    "QLinearConv": Precision.INT8, "QLinearMatMul": Precision.INT8,  # their float op, re-quantized
+    # float-only: averaging and exponentials lose range or resolution on a fixed int8 grid
+    # (average pooling shrinks the range, softmax needs its small values); a free-standing Mul or
+    # batch norm has no int8 form here; QDQ pairs are stripped, any left are float arithmetic.
+    "Softmax": Precision.FLOAT, "AveragePool": Precision.FLOAT, "GlobalAveragePool": Precision.FLOAT,
+    "Mul": Precision.FLOAT, "BatchNormalization": Precision.FLOAT,
+    "QuantizeLinear": Precision.FLOAT, "DequantizeLinear": Precision.FLOAT,
+}
+"""The precision class of every op the compiler knows, by op name (ONNX ops and the IR's Dense).
+
+This is the one declaration the quantizer reads (quantize.precision_plan); an op missing here
+is float-only.  It sits beside `SUPPORTED` so that an op registry can absorb both tables.
+`Constant` is absent: it becomes a constant, not a node."""
 OPSETS = range(11, 22)
 _DTYPES = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64"}
 
@@ -225,6 +268,15 @@ class _Importer:
             shape = [int(s) for s in self.const_input(n, name, 1, "Reshape shape")]
             self.emit(op, name, ins[:1], outs[:1], dict(shape=_reshape_target(x.shape, shape,
                                                                              bool(at.get("allowzero", 0)))))
+        elif op in ("Squeeze", "Unsqueeze"):
+            self.emit("Reshape", name, ins[:1], outs[:1], dict(shape=self._squeeze_target(n, name, op, x, at)))
+        elif op == "Dropout":
+            if len(outs) > 1 and outs[1]:
+                raise CompileError("Dropout's mask output is not supported", node=name, op=op)
+            training = self.const_input(n, name, 2, "Dropout training_mode")
+            if training is not None and bool(training):
+                raise CompileError("training-mode Dropout is not supported", node=name, op=op)
+            self.emit("Identity", name, ins[:1], outs[:1], {})
         elif op == "Transpose":
             perm = [int(p) for p in at.get("perm", range(len(x.shape) - 1, -1, -1))]
             self.emit(op, name, ins[:1], outs[:1], dict(perm=perm))
@@ -254,6 +306,24 @@ class _Importer:
             self._qlinear(n, name, "Conv", at)
         elif op == "QLinearMatMul":
             self._qlinear(n, name, "MatMul", at)
+
+    def _squeeze_target(self, n, name: str, op: str, x: TensorInfo, at: dict) -> tuple[int, ...]:
+        """Squeeze/Unsqueeze as the Reshape they are (axes moved from an attribute to an input in opset 13)."""
+        axes = at.get("axes") if self.opset < 13 else self.const_input(n, name, 1, f"{op} axes")
+        if op == "Squeeze":
+            rank = len(x.shape)
+            drop = {int(a) % rank for a in axes} if axes is not None else {d for d, s in enumerate(x.shape) if s == 1}
+            if any(x.shape[d] != 1 for d in drop):
+                raise CompileError(f"cannot squeeze axes {sorted(drop)} of shape {x.shape}", node=name, op=op)
+            return tuple(s for d, s in enumerate(x.shape) if d not in drop)
+        if axes is None:
+            raise CompileError("Unsqueeze needs axes", node=name, op=op)
+        rank = len(x.shape) + len(axes)
+        new = sorted(int(a) % rank for a in axes)
+        if len(set(new)) != len(new):
+            raise CompileError(f"repeated Unsqueeze axes {list(axes)}", node=name, op=op)
+        rest = iter(x.shape)
+        return tuple(1 if d in new else next(rest) for d in range(rank))
 
     def _window_op(self, op: str, name: str, ins: list[str], outs: list[str], at: dict) -> None:
         """Conv, MaxPool, AveragePool: kernel, strides, pads (top, left, bottom, right), dilations."""

@@ -1,5 +1,28 @@
 """int8 quantization with power-of-two scales, calibrated on sample inputs.
 
+Where a tensor becomes int8 (the precision rule).  Every op declares a class in
+`onnx_frontend.PRECISION`: int8-capable (Conv, Dense, same-shape Add),
+precision-neutral (Identity, Flatten, Reshape, Transpose, Squeeze/Unsqueeze,
+Dropout, Concat, Pad, Relu, Clip, MaxPool) or float-only (Softmax, average
+pooling, Mul, ...).  `precision_plan` applies it:
+
+- an int8-capable op whose form allows it (constant weights, same-shape add)
+  computes in int8, and only there are float tensors quantized: a tensor is
+  quantized only where an int8 consumer needs it;
+- a precision-neutral op takes the precision of its input: int8 when every
+  input is int8, else float (int8 inputs beside a float one are dequantized,
+  which is exact; a float input is never quantized for it).  One case moves a
+  Quantize without adding one: when every reader of its output computes in
+  int8 and it is no graph output, the Quantize those readers need anyway goes
+  above it, so it runs on int8 (on the accelerator, for relu and max pooling);
+- a float-only op runs in float, reading int8 tensors through a Dequantize;
+- a conv/dense with no fused activation and no reader that computes in int8
+  keeps its int32 accumulator, dequantized exactly.
+
+So no Quantize -> Dequantize round trip appears between float ops, and a graph
+output reached through precision-neutral ops from a float op is float; one
+reached from an int8 op is that op's dequantized int8 (or int32) value.
+
 Every int8 tensor t stores round(value * 2**e_t).  Power-of-two scales make
 requantization an arithmetic shift and a clip, which the accelerator's ALU does
 in the GEMM task's epilogue:
@@ -9,12 +32,10 @@ in the GEMM task's epilogue:
     residual add: both inputs share e_in;  y_q = clip((a_q + b_q) >> (e_in - e_y))
 
 Exponents come from calibration (per tensor, the power of two with the least
-squared error over the samples), then ops that cannot rescale (relu, max pooling, reshape, concat, the two
-inputs of an add) are unioned into groups that share one exponent, the
-coarsest of their members.  A conv or add whose output group would need a
-left shift lowers that group's exponent until every shift is >= 0.  Ops with no
-int8 form (softmax, a free-standing Mul...) run in float between a Dequantize
-and a Quantize.
+squared error over the samples), then precision-neutral ops, which cannot
+rescale, and the two inputs of an add are unioned into groups that share one
+exponent, the coarsest of their members.  A conv or add whose output group would
+need a left shift lowers that group's exponent until every shift is >= 0.
 """
 
 from __future__ import annotations
@@ -27,11 +48,10 @@ import numpy as np
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.execute import check_feeds, run_graph
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
+from vtakit.compiler.graph.onnx_frontend import PRECISION, Precision
 
-SAME_SCALE_OPS = ("Relu", "Clip", "MaxPool", "Flatten", "Reshape", "Transpose", "Pad", "Identity", "Concat")
-"""int8 ops whose output keeps the input's scale.  Averaging shrinks the range (a global average of
-a 7x7 map is much smaller than its peak), so average pooling runs in float on the host and
-re-quantizes at its own scale instead of wasting bits at its input's."""
+SAME_SCALE_OPS = tuple(op for op, c in PRECISION.items() if c is Precision.NEUTRAL)
+"""int8 ops whose output keeps the input's scale: the precision-neutral ones."""
 RESCALING_OPS = ("Conv", "Dense", "Add")
 EXP_RANGE = (-16, 30)
 
@@ -118,8 +138,9 @@ def quantization_error(value: np.ndarray, e: int) -> float:
     return float(np.sum(np.square(q / scale - value), dtype=np.float64))
 
 
-def _int8_node(g: Graph, n: Node) -> bool:
-    """Whether the node runs on int8 data."""
+def _int8_form(g: Graph, n: Node) -> bool:
+    """Whether the node could run on int8 data here (its class allows it and so do its inputs)."""
+    cls = PRECISION.get(n.op, Precision.FLOAT)
     if n.op in ("Conv", "Dense"):
         return g.is_const(n.inputs[1]) and all(g.is_const(i) for i in n.inputs[2:] if i) \
             and not g.is_const(n.inputs[0])
@@ -128,7 +149,45 @@ def _int8_node(g: Graph, n: Node) -> bool:
         return a.shape == b.shape and not any(g.is_const(i) for i in n.inputs)
     if n.op == "Pad":
         return not g.is_const(n.inputs[0])
-    return n.op in SAME_SCALE_OPS and all(not g.is_const(i) for i in n.inputs if i)
+    return cls is Precision.NEUTRAL and all(not g.is_const(i) for i in n.inputs if i)
+
+
+@dataclass(frozen=True)
+class PrecisionPlan:
+    """The precision rule applied to one graph (see the module docstring)."""
+
+    int8: frozenset[str]  # nodes that compute in int8
+    wide: frozenset[str]  # conv/dense nodes among them that keep their int32 accumulator
+
+
+def precision_plan(g: Graph) -> PrecisionPlan:
+    """Which nodes compute in int8: int8-capable ops with an int8 form, and precision-neutral ops
+    whose inputs are all int8 or whose readers all compute in int8 (never a graph output)."""
+    users = g.consumers()
+    form = {n.name: _int8_form(g, n) for n in g.nodes}
+    needs: dict[str, bool] = {}  # node -> it reads its activations as int8, whatever their producer
+    for n in reversed(g.nodes):
+        if not form[n.name]:
+            needs[n.name] = False
+        elif PRECISION[n.op] is Precision.INT8:
+            needs[n.name] = True
+        else:
+            readers = users.get(n.outputs[0], [])
+            needs[n.name] = bool(readers) and n.outputs[0] not in g.outputs and all(needs[r.name] for r in readers)
+    int8, wide, int8_tensors = set(), set(), set()
+    for n in g.nodes:
+        if not form[n.name]:
+            continue
+        acts = [i for i in n.inputs if i and not g.is_const(i)]
+        if PRECISION[n.op] is Precision.NEUTRAL and not needs[n.name] and not all(i in int8_tensors for i in acts):
+            continue
+        int8.add(n.name)
+        out = n.outputs[0]
+        if n.op in ("Conv", "Dense") and "act" not in n.attrs and not any(needs[r.name] for r in users.get(out, [])):
+            wide.add(n.name)
+        else:
+            int8_tensors.add(out)
+    return PrecisionPlan(frozenset(int8), frozenset(wide))
 
 
 class _Groups:
@@ -208,11 +267,11 @@ def quantize(graph: Graph, cal: Calibration) -> Graph:
     """The int8 graph: QConv/QDense/QAdd with shifts and clips, int8 pooling and layout ops,
     Quantize/Dequantize at the borders with float ops and the graph's inputs and outputs."""
     g = graph
-    int8_nodes = [n for n in g.nodes if _int8_node(g, n)]
-    int8_names = {n.name for n in int8_nodes}
+    plan = precision_plan(g)
+    int8_nodes = [n for n in g.nodes if n.name in plan.int8]
+    int8_names = plan.int8
     wexp = {n.name: _weight_exp(g.consts[n.inputs[1]]) for n in int8_nodes if n.op in ("Conv", "Dense")}
     exp = assign_exponents(g, cal, int8_nodes, wexp)
-    users = g.consumers()
     q = Graph([], {}, list(g.inputs), list(g.outputs), {}, g.name, dict(g.notes))
     for t in g.inputs:
         q.tensors[t] = g.tensors[t]
@@ -254,8 +313,7 @@ def quantize(graph: Graph, cal: Calibration) -> Graph:
             fname[n.outputs[0]] = n.outputs[0]
             continue
         out = n.outputs[0]
-        int8_readers = [u for u in users.get(out, []) if u.name in int8_names]
-        wide = n.op in ("Conv", "Dense") and not int8_readers and "act" not in n.attrs
+        wide = n.name in plan.wide
         attrs = {k: v for k, v in n.attrs.items() if k != "act"}
         if n.op in ("Conv", "Dense"):
             x = as_int(n.inputs[0], n)

@@ -3,16 +3,20 @@
 The roofline places each accelerator task by arithmetic intensity (operations
 per DRAM byte it moved) against the configuration's two roofs: peak compute
 (2 x batch x block_in x block_out ops per cycle) and memory bandwidth (bus bytes
-per cycle), both at the configured clock.
+per cycle), both at the configured clock.  Each graph output is listed as float
+or dequantized int8/int32 (quantize.py's precision rule decides which), so a
+user sees whether its values sit on a power-of-two grid.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+import math
 from pathlib import Path
 
 from rich.table import Table
 
+from vtakit.compiler.graph.quantize import SAME_SCALE_OPS
 from vtakit.isa.config import HwConfig
 
 VTA_C2_C11_MS = 88.3  # VTA on the PYNQ board, ResNet-18 C2-C11 (WORKLOADS.md)
@@ -33,17 +37,56 @@ class LayerRow:
 
 
 @dataclass
+class OutputRow:
+    name: str
+    shape: tuple[int, ...]
+    precision: str  # "float", "dequantized int8" or "dequantized int32"
+    step: float | None  # the dequantized values' resolution, 2**-exp (None: float)
+    source: str  # the node that computed the value, "name (op)"
+
+    def line(self) -> str:
+        grid = f", steps of 2^{round(math.log2(self.step))} = {self.step:g}" if self.step else ""
+        return f"output {self.name} {tuple(self.shape)}: {self.precision} from {self.source}{grid}"
+
+
+def output_rows(graph) -> list[OutputRow]:
+    """Each graph output's precision: values that come from a Dequantize (through one-input
+    precision-neutral ops, which add no rounding) are dequantized int8 or an int32 accumulator;
+    others are float.  The source is the op before those neutral ones."""
+    prod = graph.producers()
+
+    def origin(t: str):
+        n = prod.get(t)
+        while n is not None and n.op in SAME_SCALE_OPS and len(n.inputs) == 1:
+            n = prod.get(n.inputs[0])
+        return n
+
+    rows = []
+    for o in graph.outputs:
+        n, info = origin(o), graph.tensors[o]
+        if n is not None and n.op == "Dequantize":
+            src = graph.tensors[n.inputs[0]]
+            m = origin(n.inputs[0])
+            rows.append(OutputRow(o, info.shape, f"dequantized {src.dtype}", 2.0 ** -src.exp,
+                                  f"{m.name} ({m.op})" if m else f"input {n.inputs[0]}"))
+        else:
+            rows.append(OutputRow(o, info.shape, "float", None, f"{n.name} ({n.op})" if n else f"input {o}"))
+    return rows
+
+
+@dataclass
 class ModuleReport:
     config: HwConfig
     device: str
     rows: list[LayerRow] = field(default_factory=list)
     border_transfers: int = 0
+    outputs: list[OutputRow] = field(default_factory=list)
 
     @classmethod
     def of(cls, module) -> "ModuleReport":
         cfg = module.config
         run = module.last_run
-        rep = cls(cfg, run.device or "?", border_transfers=run.border_transfers)
+        rep = cls(cfg, run.device or "?", border_transfers=run.border_transfers, outputs=output_rows(module.graph))
         for t in run.tasks:
             if t.place == "vta" and t.cycles:
                 ms = t.cycles / (cfg.clock_mhz * 1e3)
@@ -81,7 +124,8 @@ class ModuleReport:
     def to_dict(self) -> dict:
         return dict(config=self.config.label, device=self.device, accelerator_cycles=self.accelerator_cycles,
                     accelerator_ms=self.accelerator_ms, host_ms=self.host_ms, utilization=self.utilization,
-                    border_transfers=self.border_transfers, layers=[asdict(r) for r in self.rows])
+                    border_transfers=self.border_transfers, layers=[asdict(r) for r in self.rows],
+                    outputs=[asdict(o) for o in self.outputs])
 
     # ------------------------------------------------------------ views
     def table(self, *, host_rows: bool = True) -> Table:
@@ -105,7 +149,7 @@ class ModuleReport:
                  + (f", {100 * u:.1f} % of peak)" if u is not None else ")"),
                  f"host: {self.host_ms:.1f} ms measured on this machine; {self.border_transfers} activations "
                  f"crossed between host and DRAM"]
-        return lines
+        return lines + [o.line() for o in self.outputs]
 
     def roofline(self, path) -> Path:
         """A roofline PNG of the accelerator tasks (needs matplotlib)."""
