@@ -1,7 +1,7 @@
 """The FPGA side: PYNQ driver, a simulated board backed by the RTL, board presets and the Vivado
 project generator.
 
-The names below load their modules on first use, so `vtakit.fpga.boards` or the project
+The names below load their modules on first use, so `vtakit.hw.boards` or the project
 generator never import pynq (which the driver and the simulated board need).
 """
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from vtakit.errors import DeadlockError, DeviceError, DeviceTimeout, SimError
-from vtakit.fpga.boards import BoardPreset, board as board_preset
+from vtakit.hw.boards import BoardPreset, board as board_preset
 from vtakit.fpga.overlay import check_hwh_config, check_overlay, find_overlay, overlay_files
 from vtakit.fpga.regmap import (AUTORESTART, AUTORESTART_OFF, BASE_REGISTERS, BLOCK_SPAN, CTRL_DONE, MODULES,
                                 REGISTERS, START, VTA_HLS, VTAKIT, RegisterMap, discover, pl_clock_mhz, register)

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
-from vtakit.fpga.boards import PS_IP, ZYNQ, BoardPreset
+from vtakit.hw.boards import PS_IP, ZYNQ, BoardPreset
 from vtakit.fpga.overlay import CONFIG_PARAMETER, FINGERPRINT_PARAMETER
 from vtakit.fpga.regmap import BLOCK_SPAN, MODULES, REGISTERS, VTA_HLS, VTAKIT, VTAKIT_VLNV, RegisterMap
 from vtakit.isa.config import HwConfig

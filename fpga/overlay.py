@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vtakit.errors import ConfigError, DeviceError
-from vtakit.fpga.boards import BoardPreset
+from vtakit.hw.boards import BoardPreset
 from vtakit.isa.config import HwConfig
 
 SIDECAR_FORMAT = "vtakit-overlay/1"

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from vtakit.fpga.boards import PS_IP, ZYNQ, BoardPreset, board as board_preset
+from vtakit.hw.boards import PS_IP, ZYNQ, BoardPreset, board as board_preset
 from vtakit.fpga.overlay import CONFIG_PARAMETER, FINGERPRINT_PARAMETER, sidecar_dict
 from vtakit.fpga.regmap import BLOCK_SPAN, MODULES, REGISTERS, VTAKIT, VTAKIT_VLNV
 from vtakit.hw.gen import generate

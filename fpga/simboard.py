@@ -24,7 +24,7 @@ import pynq
 from pynq.buffer import PynqBuffer
 
 from vtakit.errors import DeviceError
-from vtakit.fpga.boards import ZYNQ, BoardPreset, board as board_preset, board_for
+from vtakit.hw.boards import ZYNQ, BoardPreset, board as board_preset, board_for
 from vtakit.fpga.hwh import hwh_text
 from vtakit.fpga.overlay import (bit_part_code, overlay_files, read_bit_header, read_sidecar, sidecar_dict,
                                  sim_bit_data, simulated_config, write_bit)

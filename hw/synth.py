@@ -26,7 +26,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from vtakit.errors import RtlError
-from vtakit.hw.build import locked, cache_root
+from vtakit.hw.boards import BOARDS
+from vtakit.hw.build import cache_root, locked
 from vtakit.hw.gen import RTL_DIR, SOURCES, generate, package_text
 from vtakit.isa.config import HwConfig
 
@@ -49,9 +50,18 @@ PARTS = {p.name: p for p in (
     Part("xczu3eg", "xcup", 70_560, 141_120, 216, 360),
     Part("xczu7ev", "xcup", 230_400, 460_800, 312, 1_728),
 )}
-# The part on each target board; de10nano is an Intel Cyclone V, which synth_xilinx does
-# not map, so it has no default part (pass one to estimate on a Xilinx device).
-TARGET_PARTS = {"pynq": "xc7z020", "ultra96": "xczu3eg", "zcu104": "xczu7ev"}
+
+def _target_parts() -> dict[str, str]:
+    """The device on the first board preset of each target (hw.boards is the one table of boards);
+    de10nano is an Intel Cyclone V with no board preset, which synth_xilinx does not map, so it has
+    no default part (pass one to estimate on a Xilinx device)."""
+    parts: dict[str, str] = {}
+    for b in BOARDS.values():
+        parts.setdefault(b.config.target, b.device)
+    return parts
+
+
+TARGET_PARTS = _target_parts()
 
 # primitive -> (resource, amount)
 _LUTS = {f"LUT{k}": 1 for k in range(1, 7)}

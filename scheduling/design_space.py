@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from vtakit.errors import ConfigError, VtaError
-from vtakit.isa.config import HwConfig
+from vtakit.isa.config import DEFAULT_PRESET, HwConfig
 
 BLOCK_SHORTHAND = "block"
 """A sweep/point key that sets block_in and block_out together."""
@@ -173,7 +173,7 @@ def _table(data: dict, name: str, source: str) -> dict:
 
 def _base_config(table: dict, source: str) -> HwConfig:
     table = dict(table)
-    preset = table.pop("preset", "pynq")
+    preset = table.pop("preset", DEFAULT_PRESET)
     if not isinstance(preset, str):
         raise ConfigError(f"[base] of {source}: must be a preset name or a JSON file", field="preset")
     relative = Path(source).parent / preset

@@ -25,7 +25,7 @@ from vtakit.compiler.graph.plan import plan_dram
 from vtakit.compiler.graph.quantize import Calibration, quantize, strip_fake_quant
 from vtakit.compiler.graph.quantize import calibrate as run_calibration
 from vtakit.compiler.graph.simplify import simplify
-from vtakit.isa.config import HwConfig
+from vtakit.isa.config import DEFAULT_PRESET, HwConfig
 from vtakit.isa.fields import INSN_BYTES
 
 TARGETS = ("vta", "cpu", "cuda")
@@ -89,7 +89,7 @@ def _liveness(cfg: HwConfig, tasks: list, graph: Graph) -> dict[str, tuple[int, 
     return {k: (sizes[k], s[0], s[1]) for k, s in spans.items()}
 
 
-def compile_module(model, config="pynq", *, target: str = "vta", calibrate=None,
+def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibrate=None,
                    input_shapes: dict[str, tuple[int, ...]] | None = None,
                    partition_options: PartitionOptions | dict | None = None,
                    schedules: dict[str, Any] | None = None, seed: int = 0, host: str = "cpu") -> CompiledModule:
@@ -100,7 +100,7 @@ def compile_module(model, config="pynq", *, target: str = "vta", calibrate=None,
         raise CompileError(f"unknown host {host!r}; use one of {', '.join(HOSTS)}")
     if target == "cpu" and host == "cuda":
         raise CompileError("target cpu runs every node on the CPU; use target cuda for the GPU")
-    cfg = HwConfig.load(config) if config is not None else HwConfig.preset("pynq")
+    cfg = HwConfig.load(config)
     t0 = time.perf_counter()
     graph = import_onnx(model, input_shapes)
     notes: dict[str, Any] = dict(source_nodes=len(graph.nodes), defaulted_dims=graph.notes.get("defaulted_dims", []))

@@ -55,7 +55,7 @@ class OpReport:
 
 
 def _cfg(config) -> HwConfig:
-    return HwConfig.load(config) if config is not None else HwConfig.preset("pynq")
+    return HwConfig.load(config)
 
 
 def _check_array(name: str, op: str, a: np.ndarray, dtype, ndim: int) -> None:

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from vtakit.errors import ConfigError, DeviceError
-from vtakit.fpga.boards import BOARDS, board, board_for
+from vtakit.hw.boards import BOARDS, board, board_for
 from vtakit.fpga.driver import PynqDevice
 from vtakit.fpga.overlay import find_overlay, overlay_files, read_bit_header, write_bit
 from vtakit.fpga.regmap import RegisterMap, discover

@@ -13,7 +13,7 @@ from vtakit.cli._common import CONFIG_HELP, console, load_config
 
 def _board_and_config(args):
     """The board preset and HwConfig the options name (the board's preset config by default)."""
-    from vtakit.fpga.boards import board, board_for
+    from vtakit.hw.boards import board, board_for
     cfg = load_config(args.config) if args.config else None
     preset = board(args.board) if args.board else board_for(cfg or load_config(None))
     return preset, cfg or preset.config
@@ -21,7 +21,7 @@ def _board_and_config(args):
 
 def cmd_fpga(args) -> int:
     if args.fpga_cmd == "boards":
-        from vtakit.fpga.boards import BOARDS
+        from vtakit.hw.boards import BOARDS
 
         table = Table(title="vtakit board presets")
         for col in ("board", "part", "PS", "config", "clock MHz", "bus bits", "registers", "memory port"):
@@ -63,7 +63,7 @@ def cmd_fpga(args) -> int:
 
 def _overlay_board_and_config(args):
     """Board and config for `board check`: the options, else what the overlay says it was built for."""
-    from vtakit.fpga.boards import board, board_for
+    from vtakit.hw.boards import board, board_for
     from vtakit.fpga.overlay import overlay_config, overlay_files, read_sidecar
 
     built, built_board = None, None

@@ -1,4 +1,5 @@
-"""Board presets: the facts about each PYNQ board that the driver, the simulated board and the
+"""Board presets (the one table of board facts: part, PS, ports, address map; hw.synth derives its
+default parts from it): the facts about each PYNQ board that the driver, the simulated board and the
 Vivado project need, tied to the HwConfig preset that runs on it.
 
 Clock and memory-bus width are not repeated here: they are the HwConfig's (`clock_mhz`,
