@@ -1,6 +1,6 @@
 """Instructions and micro-ops as frozen dataclasses.
 
-Field names are those of ISA.md (and of the layouts in `layout.py`), so an
+Field names are those of ISA.md (and of the layouts in `fields.py`), so an
 instruction converts to and from its bit fields by name.  Dependency flags are
 ordinary fields on every instruction.
 """

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from vtakit.errors import VtaError
+
 PARAMS = {
     "objective": "rank:pairwise",
     "eta": 0.3,
@@ -92,5 +94,5 @@ class XGBCostModel:
         import xgboost as xgb
 
         if self.booster is None:
-            raise RuntimeError("predict before fit")
+            raise VtaError("the cost model predicts only after fit")
         return self.booster.predict(xgb.DMatrix(features))

@@ -113,3 +113,7 @@ class DeviceError(VtaError):
 
 class DeviceTimeout(DeviceError):
     """A run did not finish within its time or cycle budget."""
+
+
+class ZooError(VtaError, ValueError):
+    """A zoo model asked for with arguments it cannot take (also a ValueError, as before)."""

@@ -2,7 +2,7 @@
 
 A template turns a small set of knobs (tile sizes, loop order, virtual threads,
 where transfers sit) into a `Schedule` of primitives.  The default heuristic
-(`heuristics.py`) and, later, the tuner search over knobs, never over raw
+(`heuristics.py`) and the tuner (`vtakit.scheduling`) search over knobs, never over raw
 primitive lists.
 """
 

@@ -22,6 +22,7 @@ from .digits import digits_cnn, digits_data, digits_record
 from .mobilenet import mobilenet_v1
 from .resnet import resnet18, resnet34
 from .small import small_cnn
+from vtakit.errors import ZooError
 
 _BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
     "resnet18": resnet18,
@@ -37,7 +38,7 @@ NAMES: tuple[str, ...] = tuple(_BUILDERS)
 
 def _known(name: str) -> str:
     if name not in _BUILDERS:
-        raise ValueError(f"unknown zoo model {name!r}; known: {', '.join(NAMES)}")
+        raise ZooError(f"unknown zoo model {name!r}; known: {', '.join(NAMES)}")
     return name
 
 

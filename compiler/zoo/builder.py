@@ -21,6 +21,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from . import numpy_ops as ops
+from vtakit.errors import ZooError
 
 MIN_OPSET = 11
 MAX_OPSET = 21
@@ -33,7 +34,7 @@ Dim = int | str
 def check_opset(opset: int) -> int:
     """The ops the zoo emits keep the same meaning from opset 11 (Clip/Pad take inputs) to 21."""
     if not isinstance(opset, int) or not MIN_OPSET <= opset <= MAX_OPSET:
-        raise ValueError(f"opset must be an int in {MIN_OPSET}..{MAX_OPSET}, got {opset!r}")
+        raise ZooError(f"opset must be an int in {MIN_OPSET}..{MAX_OPSET}, got {opset!r}")
     return opset
 
 
@@ -71,7 +72,7 @@ class GraphBuilder:
         if name in self._initializers:
             existing = numpy_helper.to_array(self._initializers[name])
             if not np.array_equal(existing, value):
-                raise ValueError(f"initializer {name!r} defined twice with different values")
+                raise ZooError(f"initializer {name!r} defined twice with different values")
             return name
         self._initializers[name] = numpy_helper.from_array(np.asarray(value), name)
         return name
@@ -80,7 +81,7 @@ class GraphBuilder:
               value: np.ndarray, **attrs) -> str:
         out = out or name
         if out in self.values:
-            raise ValueError(f"tensor {out!r} produced twice")
+            raise ZooError(f"tensor {out!r} produced twice")
         self._nodes.append(helper.make_node(op, list(inputs), [out], name=name, **attrs))
         self.values[out] = value
         return out
@@ -104,7 +105,7 @@ class GraphBuilder:
         if weight is None:
             weight = self.he_normal(shape, fan_in=shape[1] * kernel * kernel)
         if weight.shape != shape:
-            raise ValueError(f"{name}: weight shape {weight.shape} != {shape}")
+            raise ZooError(f"{name}: weight shape {weight.shape} != {shape}")
         inputs = [x, self.constant(f"{name}.weight", weight.astype(np.float32))]
         b = None
         if bias or bias_value is not None:
@@ -220,7 +221,7 @@ class GraphBuilder:
     def softmax(self, x: str, *, name: str, axis: int = 1, out: str | None = None) -> str:
         """Softmax on a 2-D tensor along axis 1: the same meaning before and after opset 13."""
         if self.values[x].ndim != 2:
-            raise ValueError("softmax is only emitted on 2-D tensors (its semantics changed at opset 13)")
+            raise ZooError("softmax is only emitted on 2-D tensors (its semantics changed at opset 13)")
         return self._node("Softmax", [x], name, out, ops.softmax(self.values[x], axis), axis=axis)
 
     # -- result ---------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import math
 
 import onnx
 from onnx import helper, shape_inference
+from vtakit.errors import ZooError
 
 
 def _static_shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
@@ -29,7 +30,7 @@ def _static_shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
 
 def _shape(shapes: dict[str, list[int]], name: str, node: onnx.NodeProto) -> list[int]:
     if name not in shapes:
-        raise ValueError(f"no inferred shape for {name!r} (input of {node.op_type} {node.name!r})")
+        raise ZooError(f"no inferred shape for {name!r} (input of {node.op_type} {node.name!r})")
     return shapes[name]
 
 

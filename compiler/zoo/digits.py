@@ -17,6 +17,7 @@ import onnx
 import onnx.version_converter
 
 from .builder import GraphBuilder, check_opset
+from vtakit.errors import ZooError
 
 MODEL_PATH = Path(__file__).with_name("digits_cnn.onnx")
 RECORD_PATH = Path(__file__).with_name("digits_cnn.json")
@@ -58,7 +59,7 @@ def digits_cnn(batch: int | None = None, opset: int = TRAINED_OPSET) -> onnx.Mod
         model = onnx.version_converter.convert_version(model, check_opset(opset))
     if batch is not None:
         if not isinstance(batch, int) or batch < 1:
-            raise ValueError(f"batch must be a positive int or None, got {batch!r}")
+            raise ZooError(f"batch must be a positive int or None, got {batch!r}")
         for info in [*model.graph.input, *model.graph.output]:
             info.type.tensor_type.shape.dim[0].dim_value = batch     # clears dim_param "N"
     return model

@@ -10,6 +10,7 @@ from __future__ import annotations
 import onnx
 
 from .builder import GraphBuilder
+from vtakit.errors import ZooError
 
 IMAGE_SHAPE = (3, 224, 224)
 STEM_CHANNELS = 32
@@ -22,7 +23,7 @@ NUM_CLASSES = 1000
 def scaled_channels(channels: int, width: float) -> int:
     """Channels times the width multiplier, kept a multiple of 8 (as the paper's models are)."""
     if width <= 0:
-        raise ValueError(f"width must be positive, got {width}")
+        raise ZooError(f"width must be positive, got {width}")
     return max(8, round(channels * width / 8) * 8)
 
 
