@@ -133,8 +133,8 @@ def _plan_copy(dest: np.ndarray, source: np.ndarray, op: str):
 
 def _layout_array(x, name: str, op: str) -> np.ndarray:
     x = checks.array(x, name, op, LAYOUT_DTYPES)
-    if x.ndim > 6:
-        raise CompileError(f"{name} has rank {x.ndim}; layout kernels handle up to 6", op=op)
+    if not 1 <= x.ndim <= 6:
+        raise CompileError(f"{name} has rank {x.ndim}; layout kernels handle 1 to 6", op=op)
     return x
 
 

@@ -140,7 +140,7 @@ class Emulator:
 
     def upload(self, array: np.ndarray) -> DeviceArray:
         host = np.ascontiguousarray(array)
-        out = self.empty(host.shape, host.dtype)
+        out = self.empty(np.shape(array), host.dtype)  # ascontiguousarray makes a 0-D array 1-D
         out.buffer.storage[:host.nbytes] = host.reshape(-1).view(np.uint8)
         return out
 

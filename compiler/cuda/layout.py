@@ -29,8 +29,8 @@ from vtakit.errors import CompileError
 
 def _layout_operand(x, name: str, op: str):
     x = operand(x, name, op, LAYOUT_DTYPES)
-    if x.ndim > 6:
-        raise CompileError(f"{name} has rank {x.ndim}; layout kernels handle up to 6", op=op)
+    if not 1 <= x.ndim <= 6:
+        raise CompileError(f"{name} has rank {x.ndim}; layout kernels handle 1 to 6", op=op)
     return x
 
 
