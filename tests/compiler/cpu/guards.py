@@ -105,7 +105,7 @@ def _adopt_all(heap: GuardedHeap, value: Any, label: str) -> Any:
     return value
 
 
-def guarded_call(kernel: Callable[..., np.ndarray], *args: Any, **kwargs: Any) -> np.ndarray:
+def guarded_call(kernel: Callable[..., np.ndarray], /, *args: Any, **kwargs: Any) -> np.ndarray:
     """kernel(*args, **kwargs) on guarded inputs and allocations; raises GuardError on a stray write, a
     changed input, or a result not allocated through `compiler.cpu.buffers`; returns a plain copy."""
     heap = GuardedHeap()
