@@ -25,7 +25,7 @@ def array(value: Any, name: str, op: str, dtypes: Iterable[np.dtype], ndim: int 
     if not isinstance(value, np.ndarray):
         raise CompileError(f"{name} must be a numpy array, got {type(value).__name__}", op=op)
     check_dtype_shape(value, name, op, dtypes, ndim)
-    return np.ascontiguousarray(value)
+    return value if value.flags.c_contiguous else np.ascontiguousarray(value)  # which makes 0-D arrays 1-D
 
 
 def check_dtype_shape(value: Any, name: str, op: str, dtypes: Iterable[np.dtype], ndim: int | None = None) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.cpu import checks
+from vtakit.compiler.cpu import buffers, checks
 from vtakit.compiler.cpu.checks import Requant
 from vtakit.compiler.cpu.depthwise import conv2d_depthwise
 from vtakit.compiler.cpu.gemm import PanelSpec, Tile, default_tile, emit_panel
@@ -113,9 +113,9 @@ def conv2d_generic(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, geomet
     kernel = get_kernel(KernelKey(OP, (spec,)), lambda: _build_conv(spec), OP)
     acc_dtype = np.int32 if integer else np.float32
     weights = w.astype(acc_dtype, copy=False)
-    scratch = np.empty(geometry.reduction * tile.columns, dtype=acc_dtype)
+    scratch = buffers.empty(geometry.reduction * tile.columns, acc_dtype)
     out_dtype = np.float32 if not integer else (np.int32 if requant is None else np.int8)
-    y = np.empty((geometry.batch, geometry.out_channels, geometry.out_h, geometry.out_w), dtype=out_dtype)
+    y = buffers.empty((geometry.batch, geometry.out_channels, geometry.out_h, geometry.out_w), out_dtype)
     bias_arg = bias if bias is not None else scratch
     kernel(pointer(x), pointer(weights), pointer(bias_arg), pointer(y), pointer(scratch))
     return y

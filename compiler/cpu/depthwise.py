@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.cpu import checks
+from vtakit.compiler.cpu import buffers, checks
 from vtakit.compiler.cpu.checks import Requant
 from vtakit.compiler.cpu.geometry import OP, ConvGeometry, requantise
 from vtakit.compiler.cpu.irgen import F32, I8, I32, KernelBuilder, pointer
@@ -94,9 +94,9 @@ def conv2d_depthwise(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, geom
     acc_dtype = np.int32 if integer else np.float32
     weights = w.astype(acc_dtype, copy=False)
     plane_h, plane_w = spec.plane_shape
-    plane = np.empty(plane_h * plane_w if spec.padded else 1, dtype=acc_dtype)
+    plane = buffers.empty(plane_h * plane_w if spec.padded else 1, acc_dtype)
     out_dtype = np.float32 if not integer else (np.int32 if requant is None else np.int8)
-    y = np.empty((geometry.batch, geometry.out_channels, geometry.out_h, geometry.out_w), dtype=out_dtype)
+    y = buffers.empty((geometry.batch, geometry.out_channels, geometry.out_h, geometry.out_w), out_dtype)
     bias_arg = bias if bias is not None else plane
     kernel(pointer(x), pointer(weights), pointer(bias_arg), pointer(y), pointer(plane))
     return y

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.cpu import checks
+from vtakit.compiler.cpu import buffers, checks
 from vtakit.compiler.cpu.irgen import F32, I8, I32, KernelBuilder, elem_type, pointer
 from vtakit.compiler.cpu.jit import KernelKey, cached_plan, get_kernel
 from vtakit.errors import CompileError
@@ -138,7 +138,7 @@ def apply(expression: str, operands: Sequence[np.ndarray], result_dtype, params:
     signature = ("elementwise", expression, tuple(a.shape for a in operands), tuple(a.dtype.char for a in operands),
                  result_dtype.char, params)
     kernel, shape = cached_plan(signature, lambda: _plan(expression, operands, result_dtype, params, op or expression))
-    out = np.empty(shape, dtype=result_dtype)
+    out = buffers.empty(shape, result_dtype)
     kernel(*(pointer(a) for a in operands), pointer(out))
     return out
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.cpu import checks
+from vtakit.compiler.cpu import buffers, checks
 from vtakit.compiler.cpu.irgen import F32, I64, Index, KernelBuilder, pointer, vec
 from vtakit.compiler.cpu.jit import KernelKey, cached_plan, get_kernel, host_target
 from vtakit.errors import CompileError
@@ -170,7 +170,7 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         raise CompileError(f"inner dimensions differ: a {a.shape} and b {b.shape}", op=op)
     plan = cached_plan(("matmul", a2.shape, b2.shape), lambda: _plan(a2.shape, b2.shape))
     kernel, a_offsets, b_offsets, out_shape = plan
-    c = np.empty(out_shape, dtype=np.float32)
+    c = buffers.empty(out_shape, np.float32)
     kernel(pointer(a2), pointer(b2), pointer(c), pointer(a_offsets), pointer(b_offsets))
     n = b2.shape[-1]
     if a.ndim == 1:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.cpu import checks
+from vtakit.compiler.cpu import buffers, checks
 from vtakit.compiler.cpu.elementwise import collapse
 from vtakit.compiler.cpu.irgen import I32, KernelBuilder, elem_type, pointer, vec
 from vtakit.compiler.cpu.jit import KernelKey, cached_plan, get_kernel, host_target
@@ -134,8 +134,8 @@ def _plan_copy(dest: np.ndarray, source: np.ndarray, op: str):
 
 def _layout_array(x, name: str, op: str) -> np.ndarray:
     x = checks.array(x, name, op, LAYOUT_DTYPES)
-    if x.ndim > 6:
-        raise CompileError(f"{name} has rank {x.ndim}; layout kernels handle up to 6", op=op)
+    if not 1 <= x.ndim <= 6:
+        raise CompileError(f"{name} has rank {x.ndim}; layout kernels handle 1 to 6", op=op)
     return x
 
 
@@ -156,7 +156,7 @@ def transpose(x: np.ndarray, perm: Sequence[int]) -> np.ndarray:
     x = _layout_array(x, "x", op)
     order = permutation(perm, x.ndim, op)
     view = x.transpose(order)
-    out = np.empty(view.shape, dtype=x.dtype)
+    out = buffers.empty(view.shape, x.dtype)
     copy_into(out, view, op)
     return out
 
@@ -169,7 +169,7 @@ def pad(x: np.ndarray, pads: Sequence[int], value=0) -> np.ndarray:
     begins, ends = widths[:x.ndim], widths[x.ndim:]
     shape = tuple(size + lo + hi for size, lo, hi in zip(x.shape, begins, ends))
     fill = _fill_value(value, x.dtype, op)
-    out = np.full(shape, fill, dtype=x.dtype)
+    out = buffers.full(shape, fill, x.dtype)
     interior = tuple(slice(lo, lo + size) for lo, size in zip(begins, x.shape))
     copy_into(out[interior], x, op)
     return out
@@ -217,7 +217,7 @@ def concat(xs: Sequence[np.ndarray], axis: int) -> np.ndarray:
     first = arrays[0]
     axis = concat_axis(arrays, axis, op)
     total = sum(a.shape[axis] for a in arrays)
-    out = np.empty(first.shape[:axis] + (total,) + first.shape[axis + 1:], dtype=first.dtype)
+    out = buffers.empty(first.shape[:axis] + (total,) + first.shape[axis + 1:], first.dtype)
     offset = 0
     for a in arrays:
         index = (slice(None),) * axis + (slice(offset, offset + a.shape[axis]),)
@@ -239,7 +239,7 @@ def pack_activation(x: np.ndarray, batch: int, block: int) -> np.ndarray:
     if (nb * batch, cb * block) != (n, c):
         x = pad(x, [0, 0, 0, 0, nb * batch - n, cb * block - c, 0, 0])
     source = x.reshape(nb, batch, cb, block, h, w).transpose(0, 2, 4, 5, 1, 3)
-    out = np.empty(source.shape, dtype=x.dtype)
+    out = buffers.empty(source.shape, x.dtype)
     copy_into(out, source, op)
     return out
 
@@ -255,11 +255,11 @@ def unpack_activation(y: np.ndarray, n: int, c: int) -> np.ndarray:
     c = checks.integer(c, "c", op, 1, cb * block)
     source = y.transpose(0, 4, 1, 5, 2, 3)
     if (n, c) == (nb * batch, cb * block):
-        out = np.empty((n, c, h, w), dtype=y.dtype)
+        out = buffers.empty((n, c, h, w), y.dtype)
         copy_into(out.reshape(source.shape), source, op)
         return out
-    full = np.empty(source.shape, dtype=y.dtype)
+    full = buffers.empty(source.shape, y.dtype)
     copy_into(full, source, op)
-    out = np.empty((n, c, h, w), dtype=y.dtype)
+    out = buffers.empty((n, c, h, w), y.dtype)
     copy_into(out, full.reshape(nb * batch, cb * block, h, w)[:n, :c], op)
     return out

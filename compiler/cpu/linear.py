@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.cpu import checks
+from vtakit.compiler.cpu import buffers, checks
 from vtakit.compiler.cpu.checks import Requant
 from vtakit.compiler.cpu.geometry import requantise
 from vtakit.compiler.cpu.irgen import F32, I8, I32, KernelBuilder, pointer, vec
@@ -114,7 +114,7 @@ def dense(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *, shift
     signature = (OP, x.shape, w.shape, integer, bias is not None, checks.frozen(shift), checks.frozen(clip))
     kernel, out_dtype = cached_plan(signature, lambda: _plan(x.shape, w.shape[0], integer, bias is not None,
                                                              shift, clip))
-    y = np.empty((x.shape[0], w.shape[0]), dtype=out_dtype)
+    y = buffers.empty((x.shape[0], w.shape[0]), out_dtype)
     kernel(pointer(x), pointer(w), pointer(bias if bias is not None else y), pointer(y))
     return y
 

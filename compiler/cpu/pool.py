@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.cpu import checks
+from vtakit.compiler.cpu import buffers, checks
 from vtakit.compiler.cpu.irgen import F32, I8, I32, KernelBuilder, pointer
 from vtakit.compiler.cpu.jit import KernelKey, cached_plan, get_kernel
 from vtakit.errors import CompileError
@@ -123,8 +123,8 @@ def _window(x: np.ndarray, op: str, kernel, stride, pads, dilation, ceil_mode: b
 def _run(plan: tuple[object, PoolKernel, np.ndarray | None], x: np.ndarray) -> np.ndarray:
     kernel, spec, divisors = plan
     plane_dtype = np.int32 if spec.integer and spec.kind == "avg" else x.dtype
-    plane = np.empty(spec.plane[0] * spec.plane[1] if spec.copies else 1, dtype=plane_dtype)
-    y = np.empty((*spec.shape[:2], *spec.out), dtype=x.dtype)
+    plane = buffers.empty(spec.plane[0] * spec.plane[1] if spec.copies else 1, plane_dtype)
+    y = buffers.empty((*spec.shape[:2], *spec.out), x.dtype)
     kernel(pointer(x), pointer(y), pointer(plane), pointer(x if divisors is None else divisors))
     return y
 
@@ -221,6 +221,6 @@ def global_avg_pool(x: np.ndarray) -> np.ndarray:
     spec = GlobalPoolKernel(n * c, h * w, x.dtype == checks.INT8)
     kernel = cached_plan((op, x.shape, x.dtype.char),
                          lambda: get_kernel(KernelKey(op, (spec,)), lambda: _build_global(spec), op))
-    y = np.empty((n, c, 1, 1), dtype=x.dtype)
+    y = buffers.empty((n, c, 1, 1), x.dtype)
     kernel(pointer(x), pointer(y))
     return y

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.cpu import checks
+from vtakit.compiler.cpu import buffers, checks
 from vtakit.compiler.cpu.irgen import F32, KernelBuilder, pointer
 from vtakit.compiler.cpu.jit import KernelKey, cached_plan, get_kernel
 from vtakit.errors import CompileError
@@ -90,9 +90,9 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     if not isinstance(axis, (int, np.integer)) or not -x.ndim <= axis < x.ndim:
         raise CompileError(f"axis {axis!r} is out of range for a {x.ndim}-D input", op=OP)
     kernel, inner = cached_plan((OP, x.shape, int(axis)), lambda: _plan(x.shape, int(axis) % x.ndim))
-    y = np.empty_like(x)
-    peak = np.empty(inner, dtype=np.float32)
-    total = np.empty(inner, dtype=np.float32)
+    y = buffers.empty(x.shape, x.dtype)
+    peak = buffers.empty(inner, np.float32)
+    total = buffers.empty(inner, np.float32)
     kernel(pointer(x), pointer(y), pointer(peak), pointer(total))
     return y
 

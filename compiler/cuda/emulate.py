@@ -22,6 +22,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -79,6 +80,38 @@ def _barrier_callback(_shared: int) -> None:
 llvm.add_symbol(BARRIER_SYMBOL, ctypes.cast(_barrier_callback, ctypes.c_void_p).value)
 
 
+GUARD_BYTES = 64
+
+
+def canary(address: int, count: int) -> np.ndarray:
+    """The guard bytes for `count` addresses from `address`: a hash of each address (odd, so never 0), so a
+    kernel that copies one buffer's guard into another's still changes it."""
+    addresses = np.arange(address, address + count, dtype=np.uint64)
+    return (((addresses * np.uint64(0x9E3779B1)) >> np.uint64(15)) & np.uint64(0xFF)).astype(np.uint8) | 1
+
+
+def guarded(nbytes: int) -> np.ndarray:
+    """`nbytes` of 0xFF (not zeros, so an output a kernel misses shows up), 64-byte aligned, between at least
+    GUARD_BYTES canary bytes on each side; a view whose `.base` is the whole allocation."""
+    raw = np.empty(nbytes + 2 * GUARD_BYTES + 64, np.uint8)
+    start = GUARD_BYTES + (-(raw.ctypes.data + GUARD_BYTES) % 64)
+    raw[:] = canary(raw.ctypes.data, raw.size)
+    raw[start:start + nbytes] = 0xFF
+    return raw[start:start + nbytes]
+
+
+def guard_damage(storage: np.ndarray) -> str | None:
+    """Which canary bytes around `guarded` storage were overwritten ("bytes -3..-1 before it"), or None."""
+    raw = storage.base
+    start = storage.ctypes.data - raw.ctypes.data
+    end = start + storage.size
+    before = np.flatnonzero(raw[:start] != canary(raw.ctypes.data, start)) - start
+    after = np.flatnonzero(raw[end:] != canary(raw.ctypes.data + end, raw.size - end))
+    sides = [f"bytes {side.min()}..{side.max()} {where} it"
+             for side, where in ((before, "before"), (after, "after")) if side.size]
+    return " and ".join(sides) or None
+
+
 class Emulator:
     """A GpuBackend whose memory is host memory and whose launches run the host form of each kernel."""
 
@@ -87,19 +120,27 @@ class Emulator:
 
     def __init__(self) -> None:
         self.launches = 0
+        self._buffers: weakref.WeakSet[Buffer] = weakref.WeakSet()  # for check_guards
 
     # -- memory ----------------------------------------------------------------
     def empty(self, shape: Sequence[int], dtype: Any) -> DeviceArray:
         dtype = np.dtype(dtype)
         nbytes = max(1, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
-        storage = np.full(nbytes + 64, 0xFF, np.uint8)  # not zeros: an output a kernel misses shows up
-        start = -storage.ctypes.data % 64
-        storage = storage[start:start + nbytes]
-        return DeviceArray(tuple(int(s) for s in shape), dtype, Buffer(self, storage.ctypes.data, nbytes, storage))
+        storage = guarded(nbytes)
+        buffer = Buffer(self, storage.ctypes.data, nbytes, storage)
+        self._buffers.add(buffer)
+        return DeviceArray(tuple(int(s) for s in shape), dtype, buffer)
+
+    def check_guards(self) -> None:
+        """Raise DeviceError if a write reached the guard bytes around any live array of this emulator."""
+        for buffer in list(self._buffers):
+            damage = guard_damage(buffer.storage)
+            if damage:
+                raise DeviceError(f"emulated memory corrupted: {damage} of a {buffer.nbytes}-byte buffer")
 
     def upload(self, array: np.ndarray) -> DeviceArray:
         host = np.ascontiguousarray(array)
-        out = self.empty(host.shape, host.dtype)
+        out = self.empty(np.shape(array), host.dtype)  # ascontiguousarray makes a 0-D array 1-D
         out.buffer.storage[:host.nbytes] = host.reshape(-1).view(np.uint8)
         return out
 
@@ -122,13 +163,19 @@ class Emulator:
                               f"got {len(args)}")
         pointers = [self._address(a, kernel.name) for a in args[:len(kernel.pointers)]]
         integers = [int(a) for a in args[len(kernel.pointers):]]
-        shared = np.full(max(16, built.shared_bytes), 0xFF, np.uint8)  # uninitialised, as on the GPU
+        shared = guarded(max(16, built.shared_bytes))  # 0xFF: uninitialised, as on the GPU
         self.launches += 1
         if not built.uses_barrier:
             ids = (ctypes.c_int32 * 12)()
             compiled(*pointers, ctypes.addressof(ids), shared.ctypes.data, *integers)
-            return
-        self._run_blocks(compiled, kernel, pointers, integers, shared)
+        else:
+            self._run_blocks(compiled, kernel, pointers, integers, shared)
+        # a launch can only reach its arguments and shared memory: check their guards before anything else runs
+        reachable = [(f"argument {n}", a.buffer.storage) for n, a in zip(kernel.pointers, args)]
+        for name, storage in [*reachable, ("shared memory", shared)]:
+            damage = guard_damage(storage)
+            if damage:
+                raise DeviceError(f"kernel {kernel.name} wrote outside its {name}: {damage}")
 
     def _address(self, value: Argument, name: str) -> int:
         if not isinstance(value, DeviceArray) or value.backend is not self:

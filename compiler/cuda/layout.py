@@ -30,8 +30,8 @@ from vtakit.isa.arith import ceil_div
 
 def _layout_operand(x, name: str, op: str):
     x = operand(x, name, op, LAYOUT_DTYPES)
-    if x.ndim > 6:
-        raise CompileError(f"{name} has rank {x.ndim}; layout kernels handle up to 6", op=op)
+    if not 1 <= x.ndim <= 6:
+        raise CompileError(f"{name} has rank {x.ndim}; layout kernels handle 1 to 6", op=op)
     return x
 
 

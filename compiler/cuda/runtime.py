@@ -152,7 +152,7 @@ class CudaGpu:
 
     def upload(self, array: np.ndarray) -> DeviceArray:
         host = np.ascontiguousarray(array)
-        out = self.empty(host.shape, host.dtype)
+        out = self.empty(np.shape(array), host.dtype)  # ascontiguousarray makes a 0-D array 1-D
         self.make_current()
         _call("cuMemcpyHtoD", out.buffer.address, host.ctypes.data, host.nbytes)
         return out
