@@ -127,9 +127,16 @@ def test_a_built_wheel_installs_and_runs_the_layer_demo(tmp_path):
     import os
     import subprocess
 
+    import shutil
+
     wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-                    "-w", str(wheels), str(ROOT)], check=True, timeout=600)
+    had_build = (ROOT / "build").exists()     # setuptools builds in the source tree; leave it as it was
+    try:
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(ROOT)],
+                       check=True, timeout=600)
+    finally:
+        if not had_build:
+            shutil.rmtree(ROOT / "build", ignore_errors=True)
     wheel = next(wheels.glob("vtakit-*.whl"))
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target),

@@ -14,11 +14,14 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.cpu import buffers, checks
-from vtakit.compiler.cpu.checks import Requant
+from vtakit.compiler.cpu import buffers
+
+from vtakit.compiler.hostops import checks
+from vtakit.compiler.hostops.checks import Requant
 from vtakit.compiler.cpu.depthwise import conv2d_depthwise
 from vtakit.compiler.cpu.gemm import PanelSpec, Tile, default_tile, emit_panel
-from vtakit.compiler.cpu.geometry import OP, ConvGeometry, conv_geometry, requantise
+from vtakit.compiler.hostops.conv import OP, ConvGeometry, conv_geometry
+from vtakit.compiler.cpu.irgen import requantise
 from vtakit.compiler.cpu.irgen import F32, I8, I32, I64, KernelBuilder, pointer
 from vtakit.compiler.cpu.jit import KernelKey, get_kernel
 from vtakit.errors import CompileError

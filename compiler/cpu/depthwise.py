@@ -15,9 +15,12 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.cpu import buffers, checks
-from vtakit.compiler.cpu.checks import Requant
-from vtakit.compiler.cpu.geometry import OP, ConvGeometry, requantise
+from vtakit.compiler.cpu import buffers
+
+from vtakit.compiler.hostops import checks
+from vtakit.compiler.hostops.checks import Requant
+from vtakit.compiler.hostops.conv import OP, ConvGeometry
+from vtakit.compiler.cpu.irgen import requantise
 from vtakit.compiler.cpu.irgen import F32, I8, I32, KernelBuilder, pointer
 from vtakit.compiler.cpu.jit import KernelKey, get_kernel
 

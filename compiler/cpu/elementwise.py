@@ -15,7 +15,10 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.cpu import buffers, checks
+from vtakit.compiler.cpu import buffers
+
+from vtakit.compiler.hostops import checks
+from vtakit.compiler.hostops.elementwise import collapse
 from vtakit.compiler.cpu.irgen import F32, I8, I32, KernelBuilder, elem_type, pointer
 from vtakit.compiler.cpu.jit import KernelKey, cached_plan, get_kernel
 from vtakit.errors import CompileError
@@ -92,24 +95,6 @@ EXPRESSIONS: dict[str, Expression] = {
     "dequantize": _dequantize,
     "batch_norm": _batch_norm,
 }
-
-
-def collapse(shape: Sequence[int],
-             strides: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
-    """Drop unit dimensions and merge neighbours every operand steps through contiguously."""
-    dims = [(size, [s[i] for s in strides]) for i, size in enumerate(shape) if size != 1]
-    merged: list[tuple[int, list[int]]] = []
-    for size, dim_strides in dims:
-        if merged:
-            outer_size, outer_strides = merged[-1]
-            if all(o == s * size for o, s in zip(outer_strides, dim_strides)):
-                merged[-1] = (outer_size * size, dim_strides)
-                continue
-        merged.append((size, dim_strides))
-    if not merged:
-        merged = [(1, [0] * len(strides))]
-    return (tuple(size for size, _ in merged),
-            tuple(tuple(dim[1][k] for dim in merged) for k in range(len(strides))))
 
 
 def _build(spec: ElementwiseKernel):

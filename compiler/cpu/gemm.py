@@ -16,7 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.cpu import buffers, checks
+from vtakit.compiler.cpu import buffers
+
+from vtakit.compiler.hostops import checks
+from vtakit.compiler.hostops.matmul import batch_offsets
 from vtakit.compiler.cpu.irgen import F32, I64, Index, KernelBuilder, pointer, vec
 from vtakit.compiler.cpu.jit import KernelKey, cached_plan, get_kernel, host_target
 from vtakit.errors import CompileError
@@ -190,11 +193,5 @@ def _plan(a_shape: tuple[int, ...], b_shape: tuple[int, ...]):
     shape = MatmulShape(math.prod(batch_shape), m, k, n)
     tile = default_tile()
     kernel = get_kernel(KernelKey("matmul", (shape, tile)), lambda: _build_matmul(shape, tile), "matmul")
-    return (kernel, _batch_offsets(a_shape[:-2], batch_shape, m * k), _batch_offsets(b_shape[:-2], batch_shape, k * n),
+    return (kernel, batch_offsets(a_shape[:-2], batch_shape, m * k), batch_offsets(b_shape[:-2], batch_shape, k * n),
             (*batch_shape, m, n))
-
-
-def _batch_offsets(shape: tuple[int, ...], batch_shape: tuple[int, ...], matrix: int) -> np.ndarray:
-    """Element offset of each broadcast batch entry's matrix in an operand of batch `shape`."""
-    index = np.arange(math.prod(shape), dtype=np.int64).reshape(shape) * matrix
-    return np.ascontiguousarray(np.broadcast_to(index, batch_shape)).reshape(-1)

@@ -16,8 +16,10 @@ import numpy as np
 from llvmlite import ir
 
 from vtakit.compiler.cpu.jit import module_header
+from vtakit.compiler.hostops.checks import Requant
 
 F32 = ir.FloatType()
+F64 = ir.DoubleType()
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
 I16 = ir.IntType(16)
@@ -127,15 +129,15 @@ class KernelBuilder:
 
     def vload(self, base: ir.Value, index: Index, vty: ir.VectorType) -> ir.Value:
         """Unaligned vector load of `vty.count` consecutive elements."""
-        return self.b.load(self.ptr(base, index, vty.element), typ=vty, align=_bytes(vty.element))
+        return self.b.load(self.ptr(base, index, vty.element), typ=vty, align=byte_size(vty.element))
 
     def vstore(self, value: ir.Value, base: ir.Value, index: Index) -> None:
         vty = value.type
-        self.b.store(value, self.ptr(base, index, vty.element), align=_bytes(vty.element))
+        self.b.store(value, self.ptr(base, index, vty.element), align=byte_size(vty.element))
 
     def masked_vload(self, base: ir.Value, index: Index, vty: ir.VectorType, mask: ir.Value) -> ir.Value:
         fn = self.intrinsic(f"llvm.masked.load.{_type_suffix(vty)}.p0", vty, [PTR, I32, vec(I1, vty.count), vty])
-        align = ir.Constant(I32, _bytes(vty.element))
+        align = ir.Constant(I32, byte_size(vty.element))
         return self.b.call(fn, [self.ptr(base, index, vty.element), align, mask, ir.Constant(vty, None)])
 
     def masked_vstore(self, value: ir.Value, base: ir.Value, index: Index, mask: ir.Value) -> None:
@@ -154,7 +156,7 @@ class KernelBuilder:
             return
         fn = self.intrinsic(f"llvm.masked.store.{_type_suffix(vty)}.p0", ir.VoidType(),
                             [vty, PTR, I32, vec(I1, vty.count)])
-        align = ir.Constant(I32, _bytes(vty.element))
+        align = ir.Constant(I32, byte_size(vty.element))
         self.b.call(fn, [value, self.ptr(base, index, vty.element), align, mask])
 
     def _scalar_masked_store(self, value: ir.Value, base: ir.Value, index: Index, mask: ir.Value) -> None:
@@ -310,7 +312,7 @@ class KernelBuilder:
         return self.b.call(fn, [x])
 
 
-def _bytes(ty: ir.Type) -> int:
+def byte_size(ty: ir.Type) -> int:
     """Size of a scalar type in bytes (the natural alignment of its loads)."""
     if isinstance(ty, ir.FloatType):
         return 4
@@ -320,7 +322,7 @@ def _bytes(ty: ir.Type) -> int:
 
 
 def _bits(ty: ir.Type) -> int:
-    return _bytes(ty) * 8
+    return byte_size(ty) * 8
 
 
 def _scalar(ty: ir.Type) -> ir.Type:
@@ -330,3 +332,23 @@ def _scalar(ty: ir.Type) -> ir.Type:
 def pointer(array: np.ndarray) -> int:
     """The address of a C-contiguous array's data, for a kernel call."""
     return array.ctypes.data
+
+
+# -- epilogues the CPU and GPU kernels share ---------------------------------
+def requantise(kb: KernelBuilder, acc: ir.Value, requant: Requant) -> ir.Value:
+    """int32 (scalar or vector) -> int8: arithmetic shift right, clip, truncate."""
+    ty = acc.type
+    lanes = ty.count if isinstance(ty, ir.VectorType) else 0
+    if requant.shift:
+        amount = kb.splat(requant.shift, lanes, I32) if lanes else ir.Constant(I32, requant.shift)
+        acc = kb.b.ashr(acc, amount)
+    clipped = kb.clamp_int(acc, requant.low, requant.high)
+    return kb.b.trunc(clipped, ir.VectorType(I8, lanes) if lanes else I8)
+
+
+def round_half_up_div(kb: KernelBuilder, total: ir.Value, twice_count: ir.Value) -> ir.Value:
+    """floor((2 total + c) / (2 c)) as int32, given total (i32) and 2c (double)."""
+    b = kb.b
+    numerator = b.fadd(b.fmul(b.sitofp(total, F64), ir.Constant(F64, 2.0)), b.fmul(twice_count, ir.Constant(F64, 0.5)))
+    floor = kb.intrinsic("llvm.floor.f64", F64, [F64])
+    return b.fptosi(b.call(floor, [b.fdiv(numerator, twice_count)]), I32)

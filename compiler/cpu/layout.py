@@ -17,14 +17,16 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.cpu import buffers, checks
-from vtakit.compiler.cpu.elementwise import collapse
+from vtakit.compiler.cpu import buffers
+
+from vtakit.compiler.hostops import checks
+from vtakit.compiler.hostops.layout import concat_axis, fill_value, layout_array, permutation
+from vtakit.compiler.hostops.elementwise import collapse
 from vtakit.compiler.cpu.irgen import I32, KernelBuilder, elem_type, pointer, vec
 from vtakit.compiler.cpu.jit import KernelKey, cached_plan, get_kernel, host_target
 from vtakit.errors import CompileError
 from vtakit.isa.arith import ceil_div
 
-LAYOUT_DTYPES = [np.dtype(t) for t in (np.float32, np.int8, np.int32, np.uint8, np.int16, np.int64, np.float64)]
 
 
 @dataclass(frozen=True)
@@ -132,28 +134,10 @@ def _plan_copy(dest: np.ndarray, source: np.ndarray, op: str):
     return get_kernel(KernelKey("copy", (spec,)), lambda: _build_copy(spec), op)
 
 
-def _layout_array(x, name: str, op: str) -> np.ndarray:
-    x = checks.array(x, name, op, LAYOUT_DTYPES)
-    if not 1 <= x.ndim <= 6:
-        raise CompileError(f"{name} has rank {x.ndim}; layout kernels handle 1 to 6", op=op)
-    return x
-
-
-def permutation(perm, ndim: int, op: str) -> tuple[int, ...]:
-    """`perm` as a tuple of ints, checked to permute `ndim` axes (shared by the CPU and GPU backends)."""
-    try:
-        order = tuple(int(p) for p in perm)
-    except (TypeError, ValueError):
-        raise CompileError(f"perm must be a sequence of axes, got {perm!r}", op=op) from None
-    if sorted(order) != list(range(ndim)):
-        raise CompileError(f"perm {order} is not a permutation of the {ndim} axes", op=op)
-    return order
-
-
 def transpose(x: np.ndarray, perm: Sequence[int]) -> np.ndarray:
     """np.transpose(x, perm) materialised contiguously (rank <= 6)."""
     op = "transpose"
-    x = _layout_array(x, "x", op)
+    x = layout_array(x, "x", op)
     order = permutation(perm, x.ndim, op)
     view = x.transpose(order)
     out = buffers.empty(view.shape, x.dtype)
@@ -164,44 +148,15 @@ def transpose(x: np.ndarray, perm: Sequence[int]) -> np.ndarray:
 def pad(x: np.ndarray, pads: Sequence[int], value=0) -> np.ndarray:
     """ONNX Pad (constant mode): pads = [x1_begin, x2_begin, ..., x1_end, x2_end, ...], all >= 0."""
     op = "pad"
-    x = _layout_array(x, "x", op)
+    x = layout_array(x, "x", op)
     widths = checks.ints(pads, 2 * x.ndim, "pads", op, 0)
     begins, ends = widths[:x.ndim], widths[x.ndim:]
     shape = tuple(size + lo + hi for size, lo, hi in zip(x.shape, begins, ends))
-    fill = _fill_value(value, x.dtype, op)
+    fill = fill_value(value, x.dtype, op)
     out = buffers.full(shape, fill, x.dtype)
     interior = tuple(slice(lo, lo + size) for lo, size in zip(begins, x.shape))
     copy_into(out[interior], x, op)
     return out
-
-
-def _fill_value(value, dtype: np.dtype, op: str) -> np.ndarray:
-    """`value` as a `dtype` scalar, refusing values the dtype cannot represent."""
-    given = np.asarray(value)
-    if given.ndim != 0 or given.dtype.kind not in "biuf":
-        raise CompileError(f"pad value must be a number, got {value!r}", op=op)
-    with np.errstate(all="ignore"):
-        fill = given.astype(dtype)
-    if not (fill == given or (np.isnan(given) and np.isnan(fill))):
-        raise CompileError(f"pad value {value!r} cannot be stored as {dtype.name}", op=op)
-    return fill
-
-
-def concat_axis(arrays: Sequence, axis, op: str) -> int:
-    """The concatenation axis in [0, rank) after checking the operands agree off it (shared by the
-    CPU and GPU backends; `arrays` need dtype, ndim and shape)."""
-    first = arrays[0]
-    if not isinstance(axis, (int, np.integer)) or not -first.ndim <= axis < first.ndim:
-        raise CompileError(f"axis {axis!r} is out of range for rank {first.ndim}", op=op)
-    axis = int(axis) % first.ndim
-    for k, a in enumerate(arrays[1:], start=1):
-        if a.dtype != first.dtype or a.ndim != first.ndim:
-            raise CompileError(f"xs[{k}] is {a.dtype.name} rank {a.ndim}, xs[0] is {first.dtype.name} "
-                               f"rank {first.ndim}", op=op)
-        if a.shape[:axis] + a.shape[axis + 1:] != first.shape[:axis] + first.shape[axis + 1:]:
-            raise CompileError(f"xs[{k}] has shape {a.shape}, which differs from {first.shape} off axis {axis}",
-                               op=op)
-    return axis
 
 
 def concat(xs: Sequence[np.ndarray], axis: int) -> np.ndarray:
@@ -213,7 +168,7 @@ def concat(xs: Sequence[np.ndarray], axis: int) -> np.ndarray:
         items = []
     if not items:
         raise CompileError("xs must be a non-empty sequence of arrays", op=op)
-    arrays = [_layout_array(x, f"xs[{k}]", op) for k, x in enumerate(items)]
+    arrays = [layout_array(x, f"xs[{k}]", op) for k, x in enumerate(items)]
     first = arrays[0]
     axis = concat_axis(arrays, axis, op)
     total = sum(a.shape[axis] for a in arrays)
@@ -229,7 +184,7 @@ def concat(xs: Sequence[np.ndarray], axis: int) -> np.ndarray:
 def pack_activation(x: np.ndarray, batch: int, block: int) -> np.ndarray:
     """(N, C, H, W) -> (N/b, C/block, H, W, b, block), zero padded (as compiler.runtime)."""
     op = "pack_activation"
-    x = _layout_array(x, "x", op)
+    x = layout_array(x, "x", op)
     if x.ndim != 4:
         raise CompileError(f"x must be 4-D (N, C, H, W), got shape {x.shape}", op=op)
     batch = checks.integer(batch, "batch", op, 1, 1 << 20)
@@ -247,7 +202,7 @@ def pack_activation(x: np.ndarray, batch: int, block: int) -> np.ndarray:
 def unpack_activation(y: np.ndarray, n: int, c: int) -> np.ndarray:
     """(N/b, C/block, H, W, b, block) -> (N, C, H, W), dropping the padding."""
     op = "unpack_activation"
-    y = _layout_array(y, "y", op)
+    y = layout_array(y, "y", op)
     if y.ndim != 6:
         raise CompileError(f"y must be 6-D (N/b, C/block, H, W, b, block), got shape {y.shape}", op=op)
     nb, cb, h, w, batch, block = y.shape

@@ -14,9 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.cpu import buffers, checks
-from vtakit.compiler.cpu.checks import Requant
-from vtakit.compiler.cpu.geometry import requantise
+from vtakit.compiler.cpu import buffers
+
+from vtakit.compiler.hostops import checks
+from vtakit.compiler.hostops.checks import Requant
+from vtakit.compiler.cpu.irgen import requantise
 from vtakit.compiler.cpu.irgen import F32, I8, I32, KernelBuilder, pointer, vec
 from vtakit.compiler.cpu.jit import KernelKey, cached_plan, get_kernel, host_target
 from vtakit.errors import CompileError

@@ -16,13 +16,12 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.cpu import buffers, checks
-from vtakit.compiler.cpu.irgen import F32, I8, I32, KernelBuilder, pointer
+from vtakit.compiler.cpu import buffers
+from vtakit.compiler.cpu.irgen import F32, F64, I8, I32, KernelBuilder, pointer, round_half_up_div
+from vtakit.compiler.hostops import checks
+from vtakit.compiler.hostops.pool import avg_counts, window
 from vtakit.compiler.cpu.jit import KernelKey, cached_plan, get_kernel
 from vtakit.errors import CompileError
-
-F64 = ir.DoubleType()
-
 
 @dataclass(frozen=True)
 class PoolKernel:
@@ -41,14 +40,6 @@ class PoolKernel:
     @property
     def copies(self) -> bool:
         return self.plane != self.shape[2:]
-
-
-def _round_half_up_div(kb: KernelBuilder, total: ir.Value, twice_count: ir.Value) -> ir.Value:
-    """floor((2 total + c) / (2 c)) as int32, given total (i32) and 2c (double)."""
-    b = kb.b
-    numerator = b.fadd(b.fmul(b.sitofp(total, F64), ir.Constant(F64, 2.0)), b.fmul(twice_count, ir.Constant(F64, 0.5)))
-    floor = kb.intrinsic("llvm.floor.f64", F64, [F64])
-    return b.fptosi(b.call(floor, [b.fdiv(numerator, twice_count)]), I32)
 
 
 def _build_pool(spec: PoolKernel):
@@ -94,30 +85,12 @@ def _build_pool(spec: PoolKernel):
                 position = kb.idx((oh, out_w), ow)
                 if spec.kind == "avg":
                     if spec.integer:
-                        acc = _round_half_up_div(kb, acc, kb.load(kb["divisors"], position, F64))
+                        acc = round_half_up_div(kb, acc, kb.load(kb["divisors"], position, F64))
                         acc = b.trunc(kb.clamp_int(acc, -128, 127), I8)
                     else:
                         acc = b.fdiv(acc, kb.load(kb["divisors"], position, F32))
                 kb.store(acc, kb["y"], kb.idx(y_plane, position))
     return kb.finish()
-
-
-def _window(x: np.ndarray, op: str, kernel, stride, pads, dilation, ceil_mode: bool):
-    """Validated (kernel, stride, pads, dilation, out, plane) for a 2-D window on NCHW x."""
-    kernel = checks.ints(kernel, 2, "kernel", op, 1)
-    stride = checks.ints(stride, 2, "stride", op, 1)
-    pads = checks.ints(pads, 4, "pads", op, 0)
-    dilation = checks.ints(dilation, 2, "dilation", op, 1)
-    if not isinstance(ceil_mode, (bool, np.bool_, int)):
-        raise CompileError(f"ceil_mode must be a bool, got {ceil_mode!r}", op=op)
-    h, w = x.shape[2:]
-    out = tuple(checks.out_size(size, k, s, pads[i], pads[i + 2], d, bool(ceil_mode))
-                for i, (size, k, s, d) in enumerate(zip((h, w), kernel, stride, dilation)))
-    if min(out) < 1:
-        raise CompileError(f"window {kernel} does not fit input {h}x{w} with pads {pads}", op=op)
-    plane = tuple(max(size + pads[i] + pads[i + 2], (o - 1) * s + (k - 1) * d + 1)
-                  for i, (size, k, s, d, o) in enumerate(zip((h, w), kernel, stride, dilation, out)))
-    return kernel, stride, pads, dilation, out, plane
 
 
 def _run(plan: tuple[object, PoolKernel, np.ndarray | None], x: np.ndarray) -> np.ndarray:
@@ -141,24 +114,13 @@ def max_pool2d(x: np.ndarray, *, kernel, stride, pads, dilation=(1, 1), ceil_mod
     frozen = checks.frozen
 
     def plan():
-        window = _window(x, op, kernel, stride, pads, dilation, ceil_mode)
-        size, step, padding, dilate, out, plane = window
+        size, step, padding, dilate, out, plane = window(x, op, kernel, stride, pads, dilation, ceil_mode)
         spec = PoolKernel("max", x.dtype == checks.INT8, x.shape, size, step, padding[:2], dilate, out, plane)
         return _compile(spec, None)
 
     signature = (op, x.shape, x.dtype.char, frozen(kernel), frozen(stride), frozen(pads), frozen(dilation),
                  frozen(ceil_mode))
     return _run(cached_plan(signature, plan), x)
-
-
-def _avg_counts(size: int, kernel: int, stride: int, pad_begin: int, pad_end: int, out: int,
-                include_pad: bool) -> np.ndarray:
-    """Elements counted by each window along one axis (ONNX: the ceil overhang never counts)."""
-    start = np.arange(out) * stride - pad_begin
-    stop = start + kernel
-    if include_pad:
-        return np.minimum(stop, size + pad_end) - start
-    return np.minimum(stop, size) - np.maximum(start, 0)
 
 
 def avg_pool2d(x: np.ndarray, *, kernel, stride, pads, count_include_pad: bool = False,
@@ -169,8 +131,8 @@ def avg_pool2d(x: np.ndarray, *, kernel, stride, pads, count_include_pad: bool =
     frozen = checks.frozen
 
     def plan():
-        size, step, padding, dilate, out, plane = _window(x, op, kernel, stride, pads, (1, 1), ceil_mode)
-        counts = [_avg_counts(x.shape[2 + i], size[i], step[i], padding[i], padding[i + 2], out[i],
+        size, step, padding, dilate, out, plane = window(x, op, kernel, stride, pads, (1, 1), ceil_mode)
+        counts = [avg_counts(x.shape[2 + i], size[i], step[i], padding[i], padding[i + 2], out[i],
                               bool(count_include_pad)) for i in range(2)]
         table = np.outer(counts[0], counts[1])
         if table.min() < 1:
@@ -205,7 +167,7 @@ def _build_global(spec: GlobalPoolKernel):
             else:
                 kb.set(total, b.fadd(kb.get(total), value, flags=("reassoc", "contract")))
         if spec.integer:
-            mean = _round_half_up_div(kb, kb.get(total), ir.Constant(F64, 2.0 * spec.size))
+            mean = round_half_up_div(kb, kb.get(total), ir.Constant(F64, 2.0 * spec.size))
             mean = b.trunc(kb.clamp_int(mean, -128, 127), I8)
         else:
             mean = b.fdiv(kb.get(total), ir.Constant(F32, float(spec.size)))

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.cpu import buffers, checks
+from vtakit.compiler.cpu import buffers
+
+from vtakit.compiler.hostops import checks
 from vtakit.compiler.cpu.irgen import F32, KernelBuilder, pointer
 from vtakit.compiler.cpu.jit import KernelKey, cached_plan, get_kernel
 from vtakit.errors import CompileError

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.cpu import checks
-from vtakit.compiler.cpu.checks import Requant
-from vtakit.compiler.cpu.geometry import OP, ConvGeometry, conv_geometry, requantise
+from vtakit.compiler.hostops import checks
+from vtakit.compiler.hostops.checks import Requant
+from vtakit.compiler.hostops.conv import OP, ConvGeometry, conv_geometry
+from vtakit.compiler.cpu.irgen import requantise
 from vtakit.compiler.cpu.irgen import F32, I8, I32
 from vtakit.compiler.cuda.call import Call
 from vtakit.compiler.cuda.device import DeviceArray, GpuBackend, operand

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from vtakit.compiler.cpu import checks
+from vtakit.compiler.hostops import checks
 from vtakit.errors import CompileError
 
 

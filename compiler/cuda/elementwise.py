@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.cpu import checks
-from vtakit.compiler.cpu.elementwise import EXPRESSIONS as CPU_EXPRESSIONS, Expression, collapse
+from vtakit.compiler.hostops import checks
+from vtakit.compiler.cpu.elementwise import EXPRESSIONS as CPU_EXPRESSIONS, Expression
+from vtakit.compiler.hostops.elementwise import collapse
 from vtakit.compiler.cpu.irgen import F32, I8, I32, KernelBuilder, elem_type
 from vtakit.compiler.cuda.call import Call
 from vtakit.compiler.cuda.device import DeviceArray, GpuBackend, broadcast_strides, contiguous_strides, operand

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.cpu import checks
-from vtakit.compiler.cpu.gemm import _batch_offsets
+from vtakit.compiler.hostops import checks
+from vtakit.compiler.hostops.matmul import batch_offsets
 from vtakit.compiler.cpu.irgen import F32, I32, I64
 from vtakit.compiler.cuda.call import Call
 from vtakit.compiler.cuda.device import GpuBackend, operand
@@ -208,8 +208,8 @@ def matmul(a, b, *, gpu: GpuBackend | None = None):
     kernel = make_kernel("matmul", spec, gemm_launch(tile, m, n, batch), ["a", "b", "c", "a_offsets", "b_offsets"],
                          [], _emit_matmul)
     call = Call(op, [a, b], gpu)
-    a_offsets = call.device(_batch_offsets(a_shape[:-2], batch_shape, m * k))
-    b_offsets = call.device(_batch_offsets(b_shape[:-2], batch_shape, k * n))
+    a_offsets = call.device(batch_offsets(a_shape[:-2], batch_shape, m * k))
+    b_offsets = call.device(batch_offsets(b_shape[:-2], batch_shape, k * n))
     c = call.empty((*batch_shape, m, n), np.float32)
     call.launch(kernel, call.device(a), call.device(b), c, a_offsets, b_offsets)
     out_shape = (*batch_shape, m, n)

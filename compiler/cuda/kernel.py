@@ -24,7 +24,7 @@ from typing import Any
 
 from llvmlite import ir
 
-from vtakit.compiler.cpu.irgen import I8, I32, I64, PTR, KernelBuilder, _bytes
+from vtakit.compiler.cpu.irgen import I8, I32, I64, PTR, KernelBuilder, byte_size
 from vtakit.compiler.cuda.target import NVPTX_TRIPLE, compile_ptx, nvptx_data_layout
 from vtakit.errors import CompileError
 from vtakit.isa.arith import ceil_div, round_up
@@ -126,7 +126,7 @@ class GpuKernelBuilder(KernelBuilder):
     def shared_array(self, elem: ir.Type, count: int, name: str) -> ir.Value:
         """A block-shared array of `count` elements (16-byte aligned); returns its base pointer."""
         offset = round_up(self.shared_bytes, 16)
-        self.shared_bytes = offset + _bytes(elem) * count
+        self.shared_bytes = offset + byte_size(elem) * count
         if self.shared_bytes > MAX_SHARED_BYTES:
             raise CompileError(f"kernel {self.name} needs {self.shared_bytes} bytes of shared memory", op=self.name)
         if self.mode == GPU:

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.cpu import checks
+from vtakit.compiler.hostops import checks
 from vtakit.compiler.cpu.irgen import elem_type
-from vtakit.compiler.cpu.layout import LAYOUT_DTYPES, _fill_value, concat_axis, permutation
+from vtakit.compiler.hostops.layout import LAYOUT_DTYPES, fill_value, concat_axis, permutation
 from vtakit.compiler.cuda.call import Call
 from vtakit.compiler.cuda.device import DeviceArray, GpuBackend, contiguous_strides, operand
 from vtakit.compiler.cuda.elementwise import run_strided
@@ -87,7 +87,7 @@ def pad(x, pads: Sequence[int], value=0, *, gpu: GpuBackend | None = None):
     widths = checks.ints(pads, 2 * x.ndim, "pads", op, 0)
     begins, ends = widths[:x.ndim], widths[x.ndim:]
     shape = tuple(size + lo + hi for size, lo, hi in zip(x.shape, begins, ends))
-    fill = _fill_value(value, x.dtype, op)
+    fill = fill_value(value, x.dtype, op)
     bits = int(np.asarray(fill, x.dtype).view(f"u{x.dtype.itemsize}"))
     if bits >= 1 << (8 * x.dtype.itemsize - 1):  # as a signed integer of the element's width
         bits -= 1 << (8 * x.dtype.itemsize)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vtakit.compiler.cpu import checks
-from vtakit.compiler.cpu.checks import Requant
+from vtakit.compiler.hostops import checks
+from vtakit.compiler.hostops.checks import Requant
 from vtakit.compiler.cpu.irgen import F32, I8, I32
 from vtakit.compiler.cuda.call import Call
 from vtakit.compiler.cuda.conv import _epilogue

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.cpu import checks
+from vtakit.compiler.hostops import checks
 from vtakit.compiler.cpu.irgen import F32, I8, I32
-from vtakit.compiler.cpu.pool import F64, _avg_counts, _round_half_up_div, _window
+from vtakit.compiler.cpu.irgen import F64, round_half_up_div
+from vtakit.compiler.hostops.pool import avg_counts, window
 from vtakit.compiler.cuda.call import Call
 from vtakit.compiler.cuda.device import GpuBackend, operand
 from vtakit.compiler.cuda.kernel import GpuKernelBuilder, Launch, grid_1d, make_kernel
@@ -71,7 +72,7 @@ def _emit_pool(kb: GpuKernelBuilder, spec: PoolSpec) -> None:
         position = kb.idx((oh, out_w), ow)
         if spec.kind == "avg":
             if spec.integer:
-                acc = _round_half_up_div(kb, acc, kb.load(kb["divisors"], position, F64))
+                acc = round_half_up_div(kb, acc, kb.load(kb["divisors"], position, F64))
                 acc = b.trunc(kb.clamp_int(acc, -128, 127), I8)
             else:
                 acc = b.fdiv(acc, kb.load(kb["divisors"], position, F32))
@@ -91,7 +92,7 @@ def max_pool2d(x, *, kernel, stride, pads, dilation=(1, 1), ceil_mode: bool = Fa
     """ONNX MaxPool on NCHW float32 or int8; pads (top, left, bottom, right) never win."""
     op = "max_pool2d"
     x = operand(x, "x", op, [checks.FLOAT32, checks.INT8], ndim=4)
-    size, step, padding, dilate, out, _ = _window(x, op, kernel, stride, pads, dilation, ceil_mode)
+    size, step, padding, dilate, out, _ = window(x, op, kernel, stride, pads, dilation, ceil_mode)
     spec = PoolSpec("max", x.dtype == checks.INT8, tuple(x.shape), size, step, padding[:2], dilate, out)
     return _pool(Call(op, [x], gpu), spec, x, None)
 
@@ -101,8 +102,8 @@ def avg_pool2d(x, *, kernel, stride, pads, count_include_pad: bool = False, ceil
     """ONNX AveragePool on NCHW float32; int8 rounds the mean half up and clips to int8."""
     op = "avg_pool2d"
     x = operand(x, "x", op, [checks.FLOAT32, checks.INT8], ndim=4)
-    size, step, padding, dilate, out, _ = _window(x, op, kernel, stride, pads, (1, 1), ceil_mode)
-    counts = [_avg_counts(x.shape[2 + i], size[i], step[i], padding[i], padding[i + 2], out[i],
+    size, step, padding, dilate, out, _ = window(x, op, kernel, stride, pads, (1, 1), ceil_mode)
+    counts = [avg_counts(x.shape[2 + i], size[i], step[i], padding[i], padding[i + 2], out[i],
                           bool(count_include_pad)) for i in range(2)]
     table = np.outer(counts[0], counts[1])
     if table.min() < 1:
@@ -135,7 +136,7 @@ def _emit_global(kb: GpuKernelBuilder, spec: GlobalPoolSpec) -> None:
     whole = block_reduce(kb, kb.get(total), combine, scratch, spec.threads)
     with kb.if_then(b.icmp_unsigned("==", kb.thread("x"), kb.i64(0))):
         if spec.integer:
-            mean = _round_half_up_div(kb, whole, ir.Constant(F64, 2.0 * spec.size))
+            mean = round_half_up_div(kb, whole, ir.Constant(F64, 2.0 * spec.size))
             mean = b.trunc(kb.clamp_int(mean, -128, 127), I8)
         else:
             mean = b.fdiv(whole, ir.Constant(F32, float(spec.size)))

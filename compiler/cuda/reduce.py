@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.cpu import checks
+from vtakit.compiler.hostops import checks
 from vtakit.compiler.cpu.irgen import F32
 from vtakit.compiler.cuda.call import Call
 from vtakit.compiler.cuda.device import GpuBackend, operand

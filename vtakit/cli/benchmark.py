@@ -15,7 +15,7 @@ from vtakit.isa.config import HwConfig
 def cmd_bench_layers(args) -> int:
     from rich.progress import Progress
 
-    from vtakit.compiler.vta.layer_bench import run_layer, select, summary
+    from vtakit.compiler.vta.layer_bench import run_layer, select
 
     cfg = load_config(args.config)
     what = args.bench

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from vtakit.compiler import cpu
-from vtakit.compiler.cpu.checks import Requant
+from vtakit.compiler.hostops.checks import Requant
 from vtakit.compiler.cpu.conv import ConvKernel, _build_conv
 from vtakit.compiler.cpu.gemm import Tile
-from vtakit.compiler.cpu.geometry import ConvGeometry
+from vtakit.compiler.hostops.conv import ConvGeometry
 from vtakit.compiler.cpu.jit import host_target
 
 # (input channels, output channels, size, kernel, pad): the shapes of the issue

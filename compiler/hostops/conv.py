@@ -1,15 +1,12 @@
-"""Convolution geometry and the int8 requantisation epilogue, shared by the conv kernels."""
+"""conv2d as the host backends see it: the validated geometry every conv kernel is specialised on."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
-from llvmlite import ir
 
-from vtakit.compiler.cpu import checks
-from vtakit.compiler.cpu.checks import Requant
-from vtakit.compiler.cpu.irgen import I8, I32, KernelBuilder
+from vtakit.compiler.hostops import checks
 from vtakit.errors import CompileError
 
 OP = "conv2d"
@@ -68,14 +65,3 @@ def conv_geometry(x: np.ndarray, w: np.ndarray, stride, pads, dilation, groups) 
         raise CompileError(f"window {kh}x{kw} (dilation {dilation}) does not fit input {h}x{width} with pads {pads}",
                            op=OP)
     return ConvGeometry(n, c, h, width, o, kh, kw, stride, pads, dilation, groups, out_h, out_w)
-
-
-def requantise(kb: KernelBuilder, acc: ir.Value, requant: Requant) -> ir.Value:
-    """int32 (scalar or vector) -> int8: arithmetic shift right, clip, truncate."""
-    ty = acc.type
-    lanes = ty.count if isinstance(ty, ir.VectorType) else 0
-    if requant.shift:
-        amount = kb.splat(requant.shift, lanes, I32) if lanes else ir.Constant(I32, requant.shift)
-        acc = kb.b.ashr(acc, amount)
-    clipped = kb.clamp_int(acc, requant.low, requant.high)
-    return kb.b.trunc(clipped, ir.VectorType(I8, lanes) if lanes else I8)
