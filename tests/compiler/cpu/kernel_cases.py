@@ -293,7 +293,8 @@ def elementwise_cases(draw, kind: str, max_side: int = 9) -> dict:
         case["zero_point"] = draw(st.integers(-128, 127) if case["dtype"] == "int8" else st.integers(0, 255))
     elif kind == "add_int8":
         low = draw(st.integers(-128, 127))
-        case.update(shift=draw(st.one_of(st.integers(0, 3), st.integers(0, 31))), clip=(low, draw(st.integers(low, 127))))
+        case.update(shift=draw(st.one_of(st.integers(0, 3), st.integers(0, 31))),
+                    clip=(low, draw(st.integers(low, 127))))
     case["seed"] = draw(SEEDS)
     return case
 

@@ -79,7 +79,8 @@ def dense_property(backend: Backend) -> Property:
         x, w = make((case["batch"], case["inputs"])), make((case["outputs"], case["inputs"]))
         bias = None
         if case["bias"]:
-            bias = rng.integers(-20000, 20000, case["outputs"]).astype(np.int32) if integer else make((case["outputs"],))
+            outputs = case["outputs"]
+            bias = rng.integers(-20000, 20000, outputs).astype(np.int32) if integer else make((outputs,))
         got = backend("dense", x, w, bias, **_requant_options(case))
         want = x.astype(np.float64) @ w.astype(np.float64).T + (0 if bias is None else bias.astype(np.float64))
         if integer:
@@ -158,7 +159,8 @@ def batch_norm_property(backend: Backend) -> Property:
         got = backend("batch_norm", x, scale, bias, mean, var, case["eps"])
         want = ref.batch_norm(x, scale, bias, mean, var, case["eps"])
         shape = (1, -1, 1, 1)
-        magnitude = (np.abs(x) + np.abs(mean).reshape(shape)) * np.abs(scale / np.sqrt(var + case["eps"])).reshape(shape)
+        factor = np.abs(scale / np.sqrt(var + case["eps"])).reshape(shape)
+        magnitude = (np.abs(x) + np.abs(mean).reshape(shape)) * factor
         assert_sum_close(got, want, magnitude.astype(np.float64) + np.abs(bias).reshape(shape), 8)
     return prop
 

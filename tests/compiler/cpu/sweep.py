@@ -123,7 +123,8 @@ def assert_sum_close(got: np.ndarray, want: np.ndarray, bound: np.ndarray, terms
     tolerance = (terms + 2) * U32 * bound + 1e-30
     error = np.abs(got.astype(np.float64) - want)
     worst = np.unravel_index(np.argmax(error - tolerance), error.shape)
-    assert (error <= tolerance).all(), f"at {worst}: got {got[worst]}, want {want[worst]} (tolerance {tolerance[worst]})"
+    assert (error <= tolerance).all(), \
+        f"at {worst}: got {got[worst]}, want {want[worst]} (tolerance {tolerance[worst]})"
 
 
 def assert_float(got: np.ndarray, want: np.ndarray, exact: bool, bound: np.ndarray | None = None,
