@@ -19,8 +19,8 @@ from vtakit.fpga.simboard import CMA_BASE, SimBoard, sim_overlay_dir, simulated_
 from vtakit.isa import Finish, Gemm, HwConfig, Load, MemId, Uop
 from vtakit.sim.random_programs import random_program
 
-from reference import reference_image
-from small_programs import small_image
+from tests.support.reference import reference_image
+from tests.support.small_programs import small_image
 
 PYNQ = HwConfig.preset("pynq")
 ULTRA96 = HwConfig.preset("ultra96")

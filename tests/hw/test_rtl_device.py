@@ -13,8 +13,8 @@ from vtakit.isa import Alu, AluOp, Finish, Gemm, HwConfig, Load, MemId, Store, U
 from vtakit.isa.image import ProgramBuilder
 from vtakit.sim.random_programs import random_program
 
-from reference import reference_image
-from small_programs import small_image
+from tests.support.reference import reference_image
+from tests.support.small_programs import small_image
 
 PYNQ = HwConfig.preset("pynq")
 # 1x8 on a 128-bit bus: output elements narrower than a beat (byte-strobed stores).

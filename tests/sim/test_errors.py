@@ -8,7 +8,7 @@ from vtakit.errors import DeadlockError, DeviceTimeout, SimError
 from vtakit.isa import Alu, AluOp, Finish, Gemm, HwConfig, Load, MemId, Store, Uop, encode
 from vtakit.sim.workloads import ConvTile, conv_tiles_program
 
-from small_programs import small_image
+from tests.support.small_programs import small_image
 
 PYNQ = HwConfig.preset("pynq")
 MODELS = ["functional", "cycle"]

@@ -3,7 +3,7 @@ independent reference interpreter (tests/reference.py), byte for byte."""
 
 import numpy as np
 import pytest
-from reference import reference_image
+from tests.support.reference import reference_image
 
 import vtakit.sim as sim
 from vtakit.isa import Alu, AluOp, Gemm, HwConfig, Load, MemId, Store

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import vtakit.sim as sim
-from reference import reference_image
+from tests.support.reference import reference_image
 from vtakit.errors import VtaError
 from vtakit.isa import Alu, AluOp, Finish, Gemm, HwConfig, Insn, Load, MemId, Store, Uop
 from vtakit.isa.image import ProgramBuilder, ProgramImage

@@ -1,6 +1,6 @@
 """conv2d and dense against the numpy references: float32 within tolerance, int8 bit-exact."""
 
-import cpu_reference as ref
+from tests.support import cpu_reference as ref
 import numpy as np
 import pytest
 

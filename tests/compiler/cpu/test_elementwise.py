@@ -1,6 +1,6 @@
 """Elementwise kernels, softmax, batch norm and (de)quantisation against numpy."""
 
-import cpu_reference as ref
+from tests.support import cpu_reference as ref
 import numpy as np
 import pytest
 from hypothesis import given, settings

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from guards import GuardedHeap, GuardError, guarded_call
+from tests.support.guards import GuardedHeap, GuardError, guarded_call
 from llvmlite import ir
 
 from vtakit.compiler import cpu

@@ -8,7 +8,7 @@ last row wrote three bytes past the output buffer. The kernels now store
 narrow tails lane by lane; these tests pin both the numbers and that rule.
 """
 
-import cpu_reference as ref
+from tests.support import cpu_reference as ref
 import llvmlite.binding as llvm
 import numpy as np
 import pytest

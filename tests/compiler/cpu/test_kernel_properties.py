@@ -8,11 +8,11 @@ replays it, since the seed is fixed per family.
 
 from __future__ import annotations
 
-import kernel_cases as cases
-import kernel_properties as props
+from tests.support import kernel_cases as cases
+from tests.support import kernel_properties as props
 import numpy as np
 import pytest
-from sweep import budgets, check, cpu_backend
+from tests.support.sweep import budgets, check, cpu_backend
 
 CPU = cpu_backend
 

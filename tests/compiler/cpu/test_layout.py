@@ -1,6 +1,6 @@
 """Layout kernels are exact copies: transpose, pad, concat and the blocked activation layout."""
 
-import cpu_reference as ref
+from tests.support import cpu_reference as ref
 import numpy as np
 import pytest
 

@@ -1,6 +1,6 @@
 """Pooling against the numpy references (ONNX MaxPool / AveragePool / GlobalAveragePool)."""
 
-import cpu_reference as ref
+from tests.support import cpu_reference as ref
 import numpy as np
 import pytest
 

@@ -7,7 +7,7 @@ machine (the wider host runs narrow vectors fine).
 
 import dataclasses
 
-import cpu_reference as ref
+from tests.support import cpu_reference as ref
 import numpy as np
 import pytest
 

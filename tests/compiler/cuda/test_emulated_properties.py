@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import kernel_cases as cases
-import kernel_properties as props
+from tests.support import kernel_cases as cases
+from tests.support import kernel_properties as props
 import numpy as np
 import pytest
-from sweep import budgets, check
+from tests.support.sweep import budgets, check
 
 from vtakit.compiler import cuda
 from vtakit.compiler.cuda import DeviceArray

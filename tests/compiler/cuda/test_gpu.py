@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import vtakit
-from gpu_marks import needs_gpu
+from tests.support.gpu_marks import needs_gpu
 from vtakit.compiler import cpu, cuda, zoo
 
 pytestmark = needs_gpu

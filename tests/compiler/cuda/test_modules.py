@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import vtakit
-from gpu_marks import GPU_OK
+from tests.support.gpu_marks import GPU_OK
 from vtakit.cli import main
 from vtakit.compiler import cuda, zoo
 from vtakit.compiler.graph import CompiledModule

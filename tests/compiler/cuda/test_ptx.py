@@ -5,7 +5,7 @@ and sm_90 without spills."""
 import numpy as np
 import pytest
 
-from gpu_marks import needs_ptxas
+from tests.support.gpu_marks import needs_ptxas
 from vtakit.compiler import cuda
 from vtakit.compiler.cuda import target
 from vtakit.errors import CompileError

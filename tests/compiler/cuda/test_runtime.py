@@ -7,8 +7,8 @@ import gc
 import numpy as np
 import pytest
 
-from fake_driver import FakeDriver, CUresult
-from gpu_marks import GPU_OK
+from tests.support.fake_driver import FakeDriver, CUresult
+from tests.support.gpu_marks import GPU_OK
 from vtakit.compiler import cpu, cuda
 from vtakit.compiler.cuda import kernel as kernel_module
 from vtakit.compiler.cuda import runtime

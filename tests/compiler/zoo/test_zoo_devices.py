@@ -10,9 +10,6 @@ real network fails too.  The ImageNet-sized models take minutes: slow suite.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -20,8 +17,7 @@ import vtakit
 from vtakit.compiler import zoo
 from vtakit.compiler.cpu import buffers
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cpu"))
-from guards import GuardedHeap  # noqa: E402  (the CPU tests' helper)
+from tests.support.guards import GuardedHeap
 
 SMALL = ("small_cnn", "digits_cnn")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-import cpu_reference as ref
+from tests.support import cpu_reference as ref
 from hypothesis import assume
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import pytest
-from guards import guarded_call
+from tests.support.guards import guarded_call
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 

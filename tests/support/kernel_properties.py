@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import cpu_reference as ref
+from tests.support import cpu_reference as ref
 import numpy as np
-from sweep import U32, Backend, assert_float, assert_same, assert_sum_close, data, float_data, int8_data, with_specials
+from tests.support.sweep import U32, Backend, assert_float, assert_same, assert_sum_close, data, float_data, int8_data, with_specials
 
 Property = Callable[[dict], None]
 EXACT_TERMS = 16384  # dyadic sums of up to this many products are exact in float32
