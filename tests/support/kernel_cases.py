@@ -67,10 +67,11 @@ def gpu_gemm_cost(m: int, n: int, k: int, batches: int = 1) -> int:
 
 @st.composite
 def conv_cases(draw, depthwise: bool, max_channels: int = 64, max_size: int = 20, big_percent: int = 4,
-               max_macs: int = 4_000_000, max_blocks: int | None = None) -> dict:
+               max_macs: int = 4_000_000, max_blocks: int | None = None, max_big_blocks: int | None = None) -> dict:
     """conv2d: the generic im2col/GEMM path (groups with >= 2 channels each) or the depthwise one.
 
-    max_blocks bounds the GPU's tiled kernel (see `gpu_gemm_cost`); big channel counts may use six times that."""
+    max_blocks bounds the GPU's tiled kernel (see `gpu_gemm_cost`), max_big_blocks the cases with more than
+    1,000 channels (default: the same)."""
     dtype = draw(st.sampled_from(("int8", "float32")))
     big = rarely(draw, big_percent)
     small = 8 if big else max_channels
@@ -104,7 +105,8 @@ def conv_cases(draw, depthwise: bool, max_channels: int = 64, max_size: int = 20
     reduction = group_in * kernel[0] * kernel[1]
     assume(batch * o * out_h * out_w * reduction <= max_macs)
     if max_blocks is not None and not depthwise:
-        assume(gpu_gemm_cost(group_out, batch * out_h * out_w, reduction, groups) <= max_blocks * (6 if big else 1))
+        limit = max_big_blocks or max_blocks if big else max_blocks
+        assume(gpu_gemm_cost(group_out, batch * out_h * out_w, reduction, groups) <= limit)
     case = dict(dtype=dtype, x=(batch, c, h, w), w=(o, group_in, *kernel), groups=groups, stride=stride, pads=pads,
                 dilation=dilation, bias=draw(st.booleans()), style=element_style(draw, dtype), seed=draw(SEEDS))
     case.update(requant(draw) if dtype == "int8" else {"shift": None, "clip": None})
@@ -113,14 +115,14 @@ def conv_cases(draw, depthwise: bool, max_channels: int = 64, max_size: int = 20
 
 @st.composite
 def dense_cases(draw, max_batch: int = 9, max_inputs: int = 300, max_outputs: int = 70,
-                big_percent: int = 5, max_blocks: int | None = None) -> dict:
+                big_percent: int = 5, max_blocks: int | None = None, max_big_blocks: int | None = None) -> dict:
     dtype = draw(st.sampled_from(("int8", "float32")))
     batch = draw(st.one_of(st.integers(1, max_batch), st.sampled_from((1, 2, 3))))
     inputs = channels(draw, max_inputs, big_percent)
     outputs = channels(draw, max_outputs, big_percent if inputs < 1000 else 0)
     if max_blocks is not None:
-        big = max(inputs, outputs) > 1000
-        assume(gpu_gemm_cost(outputs, batch, inputs) <= max_blocks * (6 if big else 1))
+        limit = max_big_blocks or max_blocks if max(inputs, outputs) > 1000 else max_blocks
+        assume(gpu_gemm_cost(outputs, batch, inputs) <= limit)
     case = dict(dtype=dtype, batch=batch, inputs=inputs, outputs=outputs, bias=draw(st.booleans()),
                 style=element_style(draw, dtype), seed=draw(SEEDS))
     case.update(requant(draw) if dtype == "int8" else {"shift": None, "clip": None})
@@ -129,7 +131,7 @@ def dense_cases(draw, max_batch: int = 9, max_inputs: int = 300, max_outputs: in
 
 @st.composite
 def matmul_cases(draw, max_side: int = 70, big_percent: int = 5, max_flops: int = 3_000_000,
-                 max_blocks: int | None = None) -> dict:
+                 max_blocks: int | None = None, max_big_blocks: int | None = None) -> dict:
     """a (..., m, k) @ b (..., k, n) with broadcast batch dimensions, or a 1-D operand on either side."""
     batch_a, batch_b = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=2, max_side=3)).input_shapes
     m, k, n = channels(draw, max_side), channels(draw, max_side, big_percent), channels(draw, max_side, big_percent)
@@ -142,7 +144,8 @@ def matmul_cases(draw, max_side: int = 70, big_percent: int = 5, max_flops: int 
     batch = math.prod(batch_a) * math.prod(batch_b)
     assume(batch * m * k * n <= max_flops)
     if max_blocks is not None:
-        assume(gpu_gemm_cost(m, n, k, batch) <= max_blocks * (6 if max(k, n) > 1000 else 1))
+        limit = max_big_blocks or max_blocks if max(k, n) > 1000 else max_blocks
+        assume(gpu_gemm_cost(m, n, k, batch) <= limit)
     return dict(a=a_shape, b=b_shape, style=draw(st.sampled_from(("dyadic", "dyadic", "normal"))), seed=draw(SEEDS))
 
 

@@ -24,6 +24,7 @@ from vtakit.compiler import cuda
 from vtakit.compiler.cuda import DeviceArray
 
 GEMM_BLOCKS = 16  # blocks x K steps of one emulated GEMM launch (about 20 ms each)
+BIG_GEMM_BLOCKS = 200  # the same for cases with more than 1,000 channels (a few percent of them)
 
 
 def emulated(name: str, *args: Any, **kwargs: Any) -> np.ndarray:
@@ -56,7 +57,8 @@ GPU = emulated
 @budgets(fast=8)
 def test_conv2d_tiled(examples):
     check(examples, "cuda.conv2d.tiled",
-          cases.conv_cases(depthwise=False, max_channels=24, max_size=9, max_blocks=GEMM_BLOCKS),
+          cases.conv_cases(depthwise=False, max_channels=24, max_size=9, max_blocks=GEMM_BLOCKS,
+                           max_big_blocks=BIG_GEMM_BLOCKS),
           props.conv2d_property(GPU))
 
 
@@ -68,12 +70,14 @@ def test_conv2d_depthwise(examples):
 
 @budgets(fast=8)
 def test_dense(examples):
-    check(examples, "cuda.dense", cases.dense_cases(max_blocks=GEMM_BLOCKS), props.dense_property(GPU))
+    check(examples, "cuda.dense", cases.dense_cases(max_blocks=GEMM_BLOCKS, max_big_blocks=BIG_GEMM_BLOCKS),
+          props.dense_property(GPU))
 
 
 @budgets(fast=8)
 def test_matmul(examples):
-    check(examples, "cuda.matmul", cases.matmul_cases(max_blocks=GEMM_BLOCKS), props.matmul_property(GPU))
+    check(examples, "cuda.matmul", cases.matmul_cases(max_blocks=GEMM_BLOCKS, max_big_blocks=BIG_GEMM_BLOCKS),
+          props.matmul_property(GPU))
 
 
 @budgets(fast=10)
