@@ -18,7 +18,8 @@ def test_pynq_is_vta_default():
     assert [f.width for f in uop_layout(cfg).fields] == [11, 11, 10]
     assert cfg.peak_macs_per_cycle == 256 and cfg.peak_gops == pytest.approx(51.2)
     assert cfg.bus_bytes == 8 and cfg.clock_mhz == 100
-    assert cfg.shr_arg_bits == 6
+    assert cfg.shr_arg_bits == 5 and cfg.shr_max == 15  # VTA_SHR_ARG_BIT_WIDTH = LOG_ACC_WIDTH
+    assert cfg.vta_semantics and not cfg.extensions
 
 
 def test_pynq_gemm_layout_fills_both_units():
