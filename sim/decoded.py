@@ -2,7 +2,8 @@
 
 Decoding happens for all instructions at once with numpy (the fetch module's
 view); everything that can be checked without running (opcodes, memory types,
-dependency flags per module, store padding) is checked here and reported as a
+dependency flags per module, store padding, instructions VTA's hardware would run
+differently from what they ask for) is checked here and reported as a
 SimError naming the instruction.  Checks that depend on data (micro-op indices)
 happen when the instruction executes.
 """

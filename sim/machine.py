@@ -1,7 +1,8 @@
 """The accelerator's architectural state and the data semantics of each instruction.
 
-`Machine` owns the on-chip buffers (micro-op, input, weight, accumulator), the
-dependency-token counts and a reference to DRAM.  Both simulators drive the same
+`Machine` owns the on-chip buffers (micro-op, input, weight, accumulator, and
+VTA's separate output buffer unless the configuration's STORE reads the
+accumulator), the dependency-token counts and a reference to DRAM.  Both simulators drive the same
 `Machine`; they differ only in *when* they call `execute`, so their results
 cannot drift apart.  Out-of-range accesses raise SimError naming the
 instruction and field, before any state changes.

@@ -3,7 +3,9 @@
 Written from ISA.md (and vtakit's clarifications of it) without looking at the
 simulators.  Instructions run one at a time in program order, ignoring
 dependency tokens (a correctly synchronised program gives the same result), and
-the run stops at the first FINISH.  Every micro-op is a plain Python loop
+the run stops at FINISH, which must be the last instruction.  The configuration's
+semantic fields (HwConfig.extensions) decide what STORE reads and which
+instructions are refused, as ISA.md describes them.  Every micro-op is a plain Python loop
 iteration; numpy only does the lane arithmetic.  Speed is not a goal.
 
 All on-chip values are held as int64 numpy arrays and explicitly wrapped to
