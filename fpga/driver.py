@@ -81,8 +81,9 @@ class PynqDevice:
         self.overlay = self._load_overlay(pynq, find_overlay(config) if overlay is None else overlay, download)
         check_hwh_config(self.overlay.ip_dict, config, Path(self.overlay.bitfile_name).name)
         self.register_map = register_map or discover(self.overlay.ip_dict)
-        if self.register_map.flavour == VTA_HLS and config.alu_mul:
-            raise DeviceError(f"config {config.label} has the ALU's MUL, which VTA's HLS design does not")
+        if self.register_map.flavour == VTA_HLS and config.extensions:
+            raise DeviceError(f"config {config.label} has {', '.join(config.extensions)}, which VTA's HLS "
+                              f"design does not (HwConfig.extensions)")
         self.pl_clock_mhz = pl_clock_mhz(self.overlay.ip_dict)
         self._mmio = {m: pynq.MMIO(self.register_map.base(m), BLOCK_SPAN, device=self.pynq_device)
                       for m in MODULES}

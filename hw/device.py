@@ -38,6 +38,10 @@ ERROR_CODES = {
     7: ("sram_base", "on-chip buffer access out of range"),
     8: ("dram_base", "DRAM access out of range"),
     9: ("uop", "micro-op index out of range of its buffer"),
+    10: ("x_pad_0", "padding this LOAD does not take in this configuration"),
+    11: ("y_size", "LOAD.UOP copies one row of x_size micro-ops: y_size must be 1"),
+    12: ("reset", "ALU reset is not implemented by this configuration (alu_reset is false)"),
+    13: ("opcode", "an instruction after FINISH"),
 }
 
 _libs: dict[str, ctypes.CDLL] = {}
@@ -146,6 +150,7 @@ class RtlDevice:
             self._reset()
             self._diagnose_hang(insn_addr, insn_count, cycles.value)
         if rejected is not None:
+            self._reset()  # e.g. an instruction after FINISH: the design may flag it after finishing
             raise SimError(f"the RTL ran to FINISH a program the checker rejects: {rejected.detail}",
                            field=rejected.field, insn_index=rejected.insn_index, mnemonic=rejected.mnemonic)
         counters = static_counters(prog)

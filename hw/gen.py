@@ -61,6 +61,9 @@ def package_text(cfg: HwConfig) -> str:
         "CMD_QUEUE_DEPTH": cfg.cmd_queue_depth, "TOKEN_QUEUE_DEPTH": cfg.token_queue_depth,
         "GEMM_PIPELINE": cfg.gemm_pipeline, "ALU_PIPELINE": cfg.alu_pipeline,
         "HAS_MUL": int(cfg.alu_mul), "SHR_ARG_BITS": cfg.shr_arg_bits,
+        # VTA's semantics or vtakit's extensions (HwConfig's extension fields)
+        "WGT_LOAD_PAD": int(cfg.wgt_load_pad), "ACC8_LOAD": int(cfg.acc8_load),
+        "ALU_RESET": int(cfg.alu_reset), "STORE_FROM_ACC": int(cfg.store_from_acc),
         # a lane's dot product before accumulation: products plus log2(block_in) carry bits
         "DOT_BITS": cfg.inp_bits + cfg.wgt_bits + max(1, (cfg.block_in - 1).bit_length()) + 1,
     }

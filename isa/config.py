@@ -69,6 +69,20 @@ class HwConfig:
     """Cycles between ALU micro-ops (VTA's HLS ALU used 2)."""
     alu_mul: bool = False
     """Whether the tensor ALU implements MUL (an extension; VTA has none)."""
+    # The semantic choices where vtakit's extended hardware and VTA's differ (docs/ISA.md,
+    # "Where ISA.md leaves a choice").  False is VTA's hardware; a program that needs an
+    # extension the configuration lacks is rejected with SimError, never run differently.
+    wgt_load_pad: bool = False
+    """LOAD.WGT honours its padding fields (VTA's load module ignores them: rejected)."""
+    acc8_load: bool = False
+    """LOAD of ACC_8BIT sign-extends int8 into the accumulator (VTA has none: rejected)."""
+    alu_reset: bool = False
+    """ALU with reset=1 zeroes its destinations (VTA ignores the flag: rejected)."""
+    shr_wide: bool = False
+    """SHR reads log2(acc_bits)+1 operand bits as its signed amount; VTA reads log2(acc_bits)."""
+    store_from_acc: bool = False
+    """STORE reads accumulator entries truncated to out_bits, whatever wrote them.  False is
+    VTA's separate output buffer, which only GEMM and ALU write (a LOAD.ACC leaves it)."""
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -227,8 +241,24 @@ class HwConfig:
 
     @property
     def shr_arg_bits(self) -> int:
-        """Low operand bits, read as signed, that give the SHR amount (6 for int32)."""
-        return self.acc_bits.bit_length()  # log2(acc_bits) + 1
+        """Low operand bits, read as signed, that give the SHR amount (VTA: 5 for int32)."""
+        log_acc = self.acc_bits.bit_length() - 1
+        return log_acc + 1 if self.shr_wide else log_acc
+
+    @property
+    def shr_max(self) -> int:
+        """The largest right shift one SHR expresses (15 on VTA's int32 accumulator)."""
+        return (1 << (self.shr_arg_bits - 1)) - 1
+
+    @property
+    def extensions(self) -> tuple[str, ...]:
+        """The fields naming behaviour VTA's hardware lacks that this configuration has."""
+        return tuple(name for name in EXTENSION_FIELDS if getattr(self, name))
+
+    @property
+    def vta_semantics(self) -> bool:
+        """Whether every instruction this configuration accepts runs as on VTA's HLS design."""
+        return not self.extensions
 
     @property
     def peak_macs_per_cycle(self) -> int:
@@ -276,6 +306,11 @@ class HwConfig:
         }
 
 
+EXTENSION_FIELDS = ("alu_mul", "wgt_load_pad", "acc8_load", "alu_reset", "shr_wide", "store_from_acc")
+"""Boolean fields whose True value is a vtakit extension of VTA's behaviour."""
+_BOOL_FIELDS = frozenset(EXTENSION_FIELDS)
+
+
 # ------------------------------------------------------------------ validation
 def _validate(cfg: HwConfig) -> None:
     for f in fields(cfg):
@@ -283,7 +318,7 @@ def _validate(cfg: HwConfig) -> None:
         if f.name == "target":
             if not isinstance(value, str) or not value:
                 raise ConfigError("must be a non-empty string", field="target")
-        elif f.name == "alu_mul":
+        elif f.name in _BOOL_FIELDS:
             if not isinstance(value, bool):
                 raise ConfigError(f"must be true or false, got {value!r}", field=f.name)
         elif f.name == "clock_mhz":
@@ -394,6 +429,9 @@ def _from_vtakit_dict(data: dict[str, Any]) -> HwConfig:
 
 def _presets() -> dict[str, HwConfig]:
     pynq = HwConfig()
+    # vtakit's extended semantics, kept where the exploration presets are built around them.
+    extended = dict(alu_mul=True, wgt_load_pad=True, acc8_load=True, alu_reset=True, shr_wide=True,
+                    store_from_acc=True)
     zynq_mp = dict(clock_mhz=333.0, bus_bytes=16, mem_latency=64)
     return {
         # VTA's default: PYNQ-Z1 (xc7z020), 100 MHz, one 64-bit HP port.
@@ -406,11 +444,11 @@ def _presets() -> dict[str, HwConfig]:
         # Exploration variants on the PYNQ board's memory system.
         "1x8": dataclasses.replace(pynq, block_in=8, block_out=8, uop_buff_bytes=1 << 14,
                                    inp_buff_bytes=1 << 13, wgt_buff_bytes=1 << 16,
-                                   acc_buff_bytes=1 << 15, alu_mul=True),
+                                   acc_buff_bytes=1 << 15, **extended),
         "1x32": dataclasses.replace(pynq, block_in=32, block_out=32, inp_buff_bytes=1 << 16,
-                                    wgt_buff_bytes=1 << 19, acc_buff_bytes=1 << 18, alu_mul=True),
+                                    wgt_buff_bytes=1 << 19, acc_buff_bytes=1 << 18, **extended),
         "2x16": dataclasses.replace(pynq, batch=2, inp_buff_bytes=1 << 16,
-                                    acc_buff_bytes=1 << 18, alu_mul=True),
+                                    acc_buff_bytes=1 << 18, **extended),
     }
 
 

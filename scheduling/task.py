@@ -60,7 +60,7 @@ class ConvTask:
     @property
     def epilogue(self) -> tuple[str, ...]:
         bias_marker = True   # conv2d_def reads the bias through an acc access: any non-None value
-        return tuple(step.op.name for step in epilogue(bias_marker, self.shift, self.clip))
+        return tuple(step.op.name for step in epilogue(self.cfg, bias_marker, self.shift, self.clip))
 
     @property
     def key(self) -> str:

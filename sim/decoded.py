@@ -2,7 +2,8 @@
 
 Decoding happens for all instructions at once with numpy (the fetch module's
 view); everything that can be checked without running (opcodes, memory types,
-dependency flags per module, store padding) is checked here and reported as a
+dependency flags per module, store padding, instructions VTA's hardware would run
+differently from what they ask for) is checked here and reported as a
 SimError naming the instruction.  Checks that depend on data (micro-op indices)
 happen when the instruction executes.
 """
@@ -125,6 +126,7 @@ def _validate(p: DecodedProgram) -> None:
     for flag in ("pop_next", "push_next"):
         checks.append(((op == Opcode.STORE) & (p.mem[flag] != 0), flag,
                        "the store module has no next module to exchange tokens with"))
+    checks += _semantic_checks(p)  # last: at one index, the errors above say more
     worst: tuple[int, str, str] | None = None
     for mask, field, message in checks:
         i = _first(mask)
@@ -133,6 +135,45 @@ def _validate(p: DecodedProgram) -> None:
     if worst is not None:
         i, field, message = worst
         raise SimError(message, insn_index=i, field=field, mnemonic=p.mnemonic(i))
+
+
+_PADS = ("y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1")
+
+
+def _semantic_checks(p: DecodedProgram) -> list[tuple[np.ndarray, str, str]]:
+    """Instructions whose meaning on VTA's hardware differs from what they ask for.
+
+    Each configuration either implements the extended behaviour (a field of HwConfig)
+    or rejects the instruction, so no program runs one way here and another on VTA.
+    """
+    cfg, op, mem_id = p.cfg, p.opcode, p.mem["mem_id"]
+    load = op == Opcode.LOAD
+    checks: list[tuple[np.ndarray, str, str]] = []
+    uop_load = load & (mem_id == MemId.UOP)
+    wgt_load = load & (mem_id == MemId.WGT)
+    empty_load = load & (p.mem["x_size"] == 0)
+    for pad in _PADS:
+        padded = p.mem[pad] != 0
+        checks.append((uop_load & padded, pad, "LOAD.UOP does not take padding (VTA copies x_size micro-ops)"))
+        checks.append((empty_load & padded, pad,
+                       "a LOAD with x_size 0 cannot take padding (VTA would write the padding zeros)"))
+        if not cfg.wgt_load_pad:
+            checks.append((wgt_load & padded, pad,
+                           "LOAD.WGT padding is not implemented by this configuration (wgt_load_pad is false)"))
+    checks.append((uop_load & (p.mem["x_size"] != 0) & (p.mem["y_size"] != 1), "y_size",
+                   "LOAD.UOP copies one row of x_size micro-ops: y_size must be 1"))
+    if not cfg.acc8_load:
+        checks.append((load & (mem_id == MemId.ACC_8BIT), "mem_id",
+                       "LOAD.ACC8 is not implemented by this configuration (acc8_load is false)"))
+    if not cfg.alu_reset:
+        checks.append(((op == Opcode.ALU) & (p.alu["reset"] != 0), "reset",
+                       "ALU reset is not implemented by this configuration (alu_reset is false)"))
+    finish = _first(op == Opcode.FINISH)
+    if finish is not None:
+        after = np.zeros(p.n, dtype=bool)
+        after[finish + 1:] = True
+        checks.append((after, "opcode", f"an instruction after the FINISH at {finish} (VTA would still run it)"))
+    return checks
 
 
 def _derive(p: DecodedProgram) -> None:

@@ -84,6 +84,27 @@ class GemmKernel:
             vals = products.astype(np.int64).astype(self.acc_dtype)
         scatter_add(acc.reshape(acc.shape[0], lanes), dst, vals.reshape(-1, lanes))
 
+    def reset_outputs(self, acc: np.ndarray, inp_f: np.ndarray, wgt_f: np.ndarray, dst: np.ndarray,
+                      src: np.ndarray, wgt: np.ndarray, out_dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+        """(entries, values) a reset GEMM leaves in VTA's output buffer.
+
+        VTA's GEMM computes acc + inp x wgt^T and writes the sum's low bits to the
+        output buffer even when reset zeroes the accumulator; a repeated destination
+        reads the zero its earlier micro-op wrote, so only its last product counts.
+        """
+        products, order = self._products(inp_f, wgt_f, src, wgt)
+        if order is not None:
+            unsorted = np.empty_like(products)
+            unsorted[order] = products
+            products = unsorted
+        n = dst.size
+        entries, first_from_end = np.unique(dst[::-1], return_index=True)
+        last = n - 1 - first_from_end
+        once = (np.bincount(dst)[entries] == 1)[:, None, None]
+        base = np.where(once, acc[entries].astype(np.int64), 0)
+        total = base + products[last].astype(np.int64)
+        return entries, total.astype(self.acc_dtype).astype(out_dtype)
+
     def _products(self, inp_f, wgt_f, src, wgt):
         n = src.size
         batch, k = inp_f.shape[1], inp_f.shape[2]

@@ -1,7 +1,8 @@
 """The accelerator's architectural state and the data semantics of each instruction.
 
-`Machine` owns the on-chip buffers (micro-op, input, weight, accumulator), the
-dependency-token counts and a reference to DRAM.  Both simulators drive the same
+`Machine` owns the on-chip buffers (micro-op, input, weight, accumulator, and
+VTA's separate output buffer unless the configuration's STORE reads the
+accumulator), the dependency-token counts and a reference to DRAM.  Both simulators drive the same
 `Machine`; they differ only in *when* they call `execute`, so their results
 cannot drift apart.  Out-of-range accesses raise SimError naming the
 instruction and field, before any state changes.
@@ -33,6 +34,8 @@ class Machine:
         self.inp = np.zeros((cfg.inp_depth, b, bi), dtype=cfg.inp_dtype)
         self.wgt = np.zeros((cfg.wgt_depth, bo, bi), dtype=cfg.wgt_dtype)
         self.acc = np.zeros((cfg.acc_depth, b, bo), dtype=cfg.acc_dtype)
+        # VTA's separate output buffer (store_from_acc false): written by GEMM and ALU only.
+        self.out = None if cfg.store_from_acc else np.zeros((cfg.acc_depth, b, bo), dtype=cfg.out_dtype)
         self.uop_dst = np.zeros(cfg.uop_depth, dtype=np.int64)
         self.uop_src = np.zeros(cfg.uop_depth, dtype=np.int64)
         self.uop_wgt = np.zeros(cfg.uop_depth, dtype=np.int64)
@@ -130,7 +133,8 @@ class Machine:
         if sram + total > cfg.acc_depth:
             raise _Fault(f"reads accumulator entries [{sram}, {sram + total}), beyond its "
                          f"{cfg.acc_depth} entries", "sram_base")
-        out = self.acc[sram:sram + total].astype(cfg.out_dtype.newbyteorder("<"))
+        source = self.acc if self.out is None else self.out
+        out = source[sram:sram + total].astype(cfg.out_dtype.newbyteorder("<"))
         rows = out.view(np.uint8).reshape(y, x * self._elem_bytes[MemId.OUT])
         view = self._dram_rows(mem, dram_base, y, x, stride, True)
         if stride >= x or y == 1:
@@ -151,19 +155,28 @@ class Machine:
         cfg = self.cfg
         d0, s0, w0 = self._uop_range(bgn, end)
         _check_range(d0, it_out, it_in, dfo, dfi, cfg.acc_depth, "dst", "accumulator")
-        if not reset:
+        if not reset or self.out is not None:  # VTA's reset GEMM still reads its operands
             _check_range(s0, it_out, it_in, sfo, sfi, cfg.inp_depth, "src", "input")
             _check_range(w0, it_out, it_in, wfo, wfi, cfg.wgt_depth, "wgt", "weight")
         for o0, n_out, i0, n_in in loop_chunks(it_out, it_in, end - bgn):
             self._check_deadline()
             dst = loop_indices(d0 + (o0 * dfo + i0 * dfi), n_out, n_in, dfo, dfi)
-            if reset:
+            if reset and self.out is None:
                 self.acc[dst] = 0
                 counters.gemm_reset_uops += dst.size
                 continue
             src = loop_indices(s0 + (o0 * sfo + i0 * sfi), n_out, n_in, sfo, sfi)
             wgt = loop_indices(w0 + (o0 * wfo + i0 * wfi), n_out, n_in, wfo, wfi)
+            if reset:
+                entries, values = self._gemm.reset_outputs(self.acc, self.inp_f, self.wgt_f, dst, src, wgt,
+                                                           self.out.dtype)
+                self.out[entries] = values
+                self.acc[dst] = 0
+                counters.gemm_reset_uops += dst.size
+                continue
             self._gemm.accumulate(self.acc, self.inp_f, self.wgt_f, dst, src, wgt)
+            if self.out is not None:
+                self.out[dst] = self.acc[dst]  # numpy's integer cast keeps the low bits
             counters.gemm_uops += dst.size
 
     def _alu_insn(self, args, counters: Counters) -> None:
@@ -184,9 +197,11 @@ class Machine:
             counters.alu_uops += dst.size
             if reset:
                 acc2d[dst] = 0
-                continue
-            src = loop_indices(s0 + (o0 * sfo + i0 * sfi), n_out, n_in, sfo, sfi) if tensor else None
-            alu_run(acc2d, op, dst, src, imm, cfg.shr_arg_bits)
+            else:
+                src = loop_indices(s0 + (o0 * sfo + i0 * sfi), n_out, n_in, sfo, sfi) if tensor else None
+                alu_run(acc2d, op, dst, src, imm, cfg.shr_arg_bits)
+            if self.out is not None:
+                self.out[dst] = self.acc[dst]
 
     def _check_deadline(self) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:

@@ -6,7 +6,8 @@ weight halves, the compute module loads micro-ops and accumulators, runs
 GEMMs and ALU operations with random loop nests (including the hazards the ISA
 must resolve: repeated destinations, reads of entries written earlier in the
 same instruction), and the store module writes parts of the accumulator half to
-DRAM.  Tokens order every cross-module reuse of a half, so executing the
+DRAM.  Only instructions the configuration defines are generated (no WGT
+padding, ACC_8BIT loads or ALU resets where its fields leave them out).  Tokens order every cross-module reuse of a half, so executing the
 instructions in program order gives the one correct result, whatever the timing.
 """
 
@@ -43,7 +44,8 @@ class _Task:
         rng = self.rng
         while True:
             y, x = int(rng.integers(0, 4)), int(rng.integers(1, 6))
-            pads = [int(v) for v in rng.integers(0, 3, 4)] if rng.random() < 0.6 else [0, 0, 0, 0]
+            padded = rng.random() < 0.6 and (mem != MemId.WGT or self.cfg.wgt_load_pad)
+            pads = [int(v) for v in rng.integers(0, 3, 4)] if padded else [0, 0, 0, 0]
             total = (pads[0] + y + pads[1]) * (pads[2] + x + pads[3])
             if 0 < total <= room:
                 break
@@ -104,7 +106,7 @@ class _Task:
         else:
             imm = int(rng.integers(-(1 << 15), 1 << 15))
         return Alu(op, bgn, end, use_imm=use_imm, imm=imm if use_imm else 0,
-                   reset=bool(rng.random() < 0.05), **loop)
+                   reset=self.cfg.alu_reset and bool(rng.random() < 0.05), **loop)
 
 
 def random_program(cfg: HwConfig, seed: int, tasks: int | None = None) -> ProgramImage:
@@ -137,7 +139,7 @@ def random_program(cfg: HwConfig, seed: int, tasks: int | None = None) -> Progra
         # --- compute module
         body: list[Insn] = []
         if rng.random() < 0.5:
-            mem = MemId.ACC if rng.random() < 0.5 else MemId.ACC_8BIT
+            mem = MemId.ACC if rng.random() < 0.5 or not cfg.acc8_load else MemId.ACC_8BIT
             body.append(t.load_2d(mem, pools[mem], t.acc))
         body.append(t.gemm(reset=True))
         for _ in range(int(rng.integers(1, 4))):

@@ -94,9 +94,9 @@ def test_a_registered_device_runs_operators_and_modules():
     assert open_device("test-functional", cfg).model == "functional" and opened == ["pynq"]
     import numpy as np
 
-    x = np.arange(-64, 64, dtype=np.int8).reshape(1, 128, 1, 1)
-    y, _ = ops.relu(x, config=cfg, device="test-functional")
-    np.testing.assert_array_equal(y, np.maximum(x, 0))
+    x = np.arange(-64, 64, dtype=np.int32).reshape(1, 128, 1, 1) * 4
+    y, _ = ops.requantize(x, shift=2, config=cfg, device="test-functional")
+    np.testing.assert_array_equal(y, (x // 4).astype(np.int8))
     with pytest.raises(DeviceError, match="unknown device 'nope'"):
         open_device("nope", cfg)
     with pytest.raises(DeviceError, match="not an accelerator Device"):

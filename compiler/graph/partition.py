@@ -45,6 +45,8 @@ def accelerator_reason(g: Graph, n: Node, cfg: HwConfig) -> str | None:
         return None
     if n.op == "QDense":
         return None
+    if n.op in ("QAdd", "Relu", "MaxPool") and not cfg.acc8_load:
+        return "int8 operands reach the accumulator only by LOAD.ACC8 (acc8_load is false, as on VTA)"
     if n.op == "QAdd":
         shapes = {g.tensors[i].shape for i in n.inputs}
         if len(shapes) != 1 or len(next(iter(shapes))) not in (2, 4):

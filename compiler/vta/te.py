@@ -115,13 +115,28 @@ def _blocks(n: int, block: int) -> int:
     return ceil_div(n, block)
 
 
-def epilogue(bias: Access | None, shift: int | None, clip: tuple[int, int] | None) -> tuple[AluStep, ...]:
-    """acc + bias, >> shift, then clip as MIN then MAX (ISA.md's clip)."""
+def _need_acc8(cfg: HwConfig, name: str) -> None:
+    """int8 operands reach the accumulator only through LOAD.ACC8, which VTA's hardware lacks."""
+    if not cfg.acc8_load:
+        raise CompileError(f"config {cfg.label} has no LOAD.ACC8 (acc8_load is false, as on VTA's "
+                           f"hardware): {name} runs on the host", op=name)
+
+
+def epilogue(cfg: HwConfig, bias: Access | None, shift: int | None,
+             clip: tuple[int, int] | None) -> tuple[AluStep, ...]:
+    """acc + bias, >> shift, then clip as MIN then MAX (ISA.md's clip).
+
+    A shift beyond what one SHR expresses (cfg.shr_max: 15 on VTA, whose 5-bit amount
+    reads 16 as -16, a left shift) becomes several: arithmetic right shifts compose.
+    """
     steps = []
     if bias is not None:
         steps.append(AluStep(AluOp.ADD, operand=bias))
-    if shift:
-        steps.append(AluStep(AluOp.SHR, imm=shift))
+    rest = shift or 0
+    while rest > 0:
+        amount = min(rest, cfg.shr_max)
+        steps.append(AluStep(AluOp.SHR, imm=amount))
+        rest -= amount
     if clip is not None:
         lo, hi = clip
         steps += [AluStep(AluOp.MIN, imm=hi), AluStep(AluOp.MAX, imm=lo)]
@@ -148,7 +163,7 @@ def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
     out = Access(Tensor("out", (nb, ocb, oh, ow), MemId.OUT, pad="error"),
                  (v("n"), v("oc"), v("oh"), v("ow")))
     return ComputeDef(name, axes, out, reduce="gemm", data=data, weight=weight,
-                      steps=epilogue(bias_acc, shift, clip), out_planes=1 if requant else 4)
+                      steps=epilogue(cfg, bias_acc, shift, clip), out_planes=1 if requant else 4)
 
 
 def eltwise_def(cfg: HwConfig, kind: str, *, n: int, c: int, h: int, w: int, shift: int | None = None,
@@ -157,6 +172,8 @@ def eltwise_def(cfg: HwConfig, kind: str, *, n: int, c: int, h: int, w: int, shi
     """add (two int8 tensors), relu (int8), requantize (int32 -> int8, optionally times a
     multiplier first: the ALU's MUL) on NCHW{b}n{block_out}c."""
     name = name or kind
+    if kind in ("add", "relu"):
+        _need_acc8(cfg, name)
     nb, cb = _blocks(n, cfg.batch), _blocks(c, cfg.block_out)
     axes = (Axis("n", nb), Axis("c", cb), Axis("h", h), Axis("w", w))
     idx = tuple(Affine.var(a.name) for a in axes)
@@ -165,7 +182,7 @@ def eltwise_def(cfg: HwConfig, kind: str, *, n: int, c: int, h: int, w: int, shi
     if kind == "add":
         a = Access(Tensor("a", shape, MemId.ACC_8BIT, pad="error"), idx)
         b = Access(Tensor("b", shape, MemId.ACC_8BIT, pad="error"), idx)
-        steps = (AluStep(AluOp.ADD, operand=b),) + epilogue(None, shift, clip)
+        steps = (AluStep(AluOp.ADD, operand=b),) + epilogue(cfg, None, shift, clip)
         return ComputeDef(name, axes, out, init=a, steps=steps)
     if kind == "relu":
         a = Access(Tensor("a", shape, MemId.ACC_8BIT, pad="error"), idx)
@@ -179,13 +196,14 @@ def eltwise_def(cfg: HwConfig, kind: str, *, n: int, c: int, h: int, w: int, shi
             if not ACC_MIN_IMM <= multiplier < -ACC_MIN_IMM:
                 raise CompileError(f"multiplier {multiplier} does not fit the 16-bit ALU immediate", op=name)
             scale = (AluStep(AluOp.MUL, imm=multiplier),)
-        return ComputeDef(name, axes, out, init=x, steps=scale + epilogue(None, shift, clip or (-128, 127)))
+        return ComputeDef(name, axes, out, init=x, steps=scale + epilogue(cfg, None, shift, clip or (-128, 127)))
     raise CompileError(f"unknown elementwise operation {kind!r}", op=name)
 
 
 def maxpool_def(cfg: HwConfig, *, n: int, c: int, h: int, w: int, kernel: int, stride: int,
                 pad: int = 0, name: str = "max_pool2d") -> ComputeDef:
     """Max pooling of int8 NCHW{b}n{block_out}c; padding never wins (it reads as minus infinity)."""
+    _need_acc8(cfg, name)
     oh, ow = (h + 2 * pad - kernel) // stride + 1, (w + 2 * pad - kernel) // stride + 1
     if oh < 1 or ow < 1:
         raise CompileError(f"window {kernel} with padding {pad} does not fit a {h}x{w} input", op=name)

@@ -173,7 +173,8 @@ module vta_compute #(
     s1_src = OFF_W'(uop_rdata[UOP_SRC_LO +: UOP_SRC_W]) + s1_src_off;
     s1_wgt = OFF_W'(uop_rdata[UOP_WGT_LO +: UOP_WGT_W]) + s1_wgt_off;
     bad_index = s1 && (s1_dst >= OFF_W'(ACC_DEPTH)
-        || (!is_alu && !reset_op && (s1_src >= OFF_W'(INP_DEPTH) || s1_wgt >= OFF_W'(WGT_DEPTH)))
+        || (!is_alu && (!reset_op || STORE_FROM_ACC == 0)    // VTA's reset GEMM reads its operands
+            && (s1_src >= OFF_W'(INP_DEPTH) || s1_wgt >= OFF_W'(WGT_DEPTH)))
         || (tensor && s1_src >= OFF_W'(ACC_DEPTH)));
   end
 
@@ -202,9 +203,13 @@ module vta_compute #(
   assign acc_we    = s3 || dma_acc_we;
   assign acc_waddr = s3 ? s3_dst : LOG_ACC_DEPTH'(dma_waddr);
   assign acc_wdata = s3 ? exec_val : dma_acc;
-  assign out_we    = acc_we;
+  // STORE_FROM_ACC: the output buffer mirrors every accumulator write (a STORE sees
+  // acc[7:0]).  Otherwise VTA's rule: only GEMM and ALU write it, with the result before
+  // any reset (a reset GEMM leaves acc + inp x wgt^T here and zero in the accumulator).
+  assign out_we    = STORE_FROM_ACC != 0 ? acc_we : s3;
   assign out_waddr = acc_waddr;
-  assign out_wdata = truncate(acc_wdata);
+  assign out_wdata = STORE_FROM_ACC != 0 ? truncate(acc_wdata)
+                     : truncate(is_alu ? (reset_op ? '0 : alu_out) : gemm_out);
 
   // --------------------------------------------------------------- control
   logic pops_ok, take, is_load, is_loop, load_fits, load_empty, complete;

@@ -76,6 +76,11 @@ module vta_fetch #(
   logic [2:0] opcode, mem_id, alu_op;
   logic [2:0] target;
   logic [3:0] bad;
+  logic       seen_finish;                    // a FINISH has been dispatched in this run
+  logic padded, x_empty;
+  assign padded  = insn[MEM_Y_PAD_0_LO +: 4] != 0 || insn[MEM_Y_PAD_1_LO +: 4] != 0
+                   || insn[MEM_X_PAD_0_LO +: 4] != 0 || insn[MEM_X_PAD_1_LO +: 4] != 0;
+  assign x_empty = insn[MEM_X_SIZE_LO +: 16] == 0;
   always_comb begin
     opcode = insn[MEM_OPCODE_LO +: 3];
     mem_id = insn[MEM_MEM_ID_LO +: 3];
@@ -97,6 +102,15 @@ module vta_fetch #(
       bad = 4'd5;                                                           // no such ALU operation
     else if ((32'(opcode) == OP_GEMM || 32'(opcode) == OP_ALU)
              && 32'(insn[GEMM_UOP_END_LO +: GEMM_UOP_END_W]) > UOP_DEPTH) bad = 4'd6;
+    // what VTA's hardware runs differently from what it asks for, unless the
+    // configuration implements it (HwConfig's extension fields)
+    else if (32'(opcode) == OP_LOAD && 32'(mem_id) == MEM_ACC_8BIT && ACC8_LOAD == 0) bad = 4'd2;
+    else if (32'(opcode) == OP_LOAD && padded && (32'(mem_id) == MEM_UOP || x_empty
+             || (32'(mem_id) == MEM_WGT && WGT_LOAD_PAD == 0))) bad = 4'd10;
+    else if (32'(opcode) == OP_LOAD && 32'(mem_id) == MEM_UOP && !x_empty && insn[MEM_Y_SIZE_LO +: 16] != 1)
+      bad = 4'd11;                                                          // LOAD.UOP copies one row
+    else if (32'(opcode) == OP_ALU && insn[GEMM_RESET_LO] && ALU_RESET == 0) bad = 4'd12;
+    if (seen_finish) bad = 4'd13;                                           // nothing runs after FINISH
   end
 
   assign q_data  = {index, insn};
@@ -126,9 +140,11 @@ module vta_fetch #(
       err <= 1'b0;
       err_code <= '0;
       err_index <= '0;
+      seen_finish <= 1'b0;
     end else begin
       buffered <= buffered + ((ar_valid && ar_ready) ? BW'(burst) : '0) - BW'(pop);
       if (pop) index <= index + 1'b1;
+      if (pop && 32'(opcode) == OP_FINISH) seen_finish <= 1'b1;
       if (head_valid && bad != 0 && !err) begin
         err <= 1'b1;
         err_code <= bad;
@@ -139,6 +155,7 @@ module vta_fetch #(
           addr <= insn_addr;
           remaining <= insn_count;
           index <= '0;
+          seen_finish <= 1'b0;
           part <= '0;
           buffered <= '0;
           err <= 1'b0;

@@ -108,6 +108,13 @@ BAD = [
     ([Load(MemId.OUT, 0, 0, 1, 1, 1), Finish()], None, 0, "mem_id"),
     ([Load(MemId.INP, 0, 0, 1, 1, 1, pop_prev=True), Finish()], None, 0, "pop_prev"),
     ([Alu(AluOp.MUL, 0, 1, use_imm=True, imm=3), Finish()], None, 0, "alu_opcode"),
+    # what VTA's hardware runs differently: pynq's design refuses it like the simulators
+    ([Load(MemId.ACC_8BIT, 0, 0, 1, 1, 1), Finish()], None, 0, "mem_id"),
+    ([Load(MemId.WGT, 0, 0, 1, 1, 1, x_pad_0=1), Finish()], None, 0, "x_pad_0"),
+    ([Load(MemId.ACC, 0, 0, 1, 0, 1, y_pad_0=1), Finish()], None, 0, "x_pad_0"),
+    ([Load(MemId.UOP, 0, 0, 2, 1, 1), Finish()], None, 0, "y_size"),
+    ([Alu(AluOp.ADD, 0, 1, use_imm=True, imm=3, reset=True), Finish()], None, 0, "reset"),
+    ([Finish(), Gemm(0, 0)], None, 1, "opcode"),
 ]
 
 
@@ -169,7 +176,10 @@ def test_state_persists_across_runs():
     acc = np.arange(16, dtype=np.int32).reshape(1, 1, 16)
     acc_addr = b.place_elems(MemId.ACC, acc, name="acc")
     out = b.reserve_elems(MemId.OUT, 1, name="out")
-    b.emit(Load(MemId.ACC, 0, acc_addr, 1, 1, 1), Finish())
+    uop = b.place_uops([Uop(0)])
+    # pynq's STORE reads the output buffer, which an ALU op (not the LOAD) fills
+    b.emit(Load(MemId.ACC, 0, acc_addr, 1, 1, 1), Load(MemId.UOP, 0, uop, 1, 1, 1),
+           Alu(AluOp.ADD, 0, 1, use_imm=True, imm=0), Finish())
     first = b.build()
     dram = np.zeros(1 << 20, np.uint8)
     dram[:first.dram.size] = first.dram

@@ -18,7 +18,8 @@ def test_pynq_is_vta_default():
     assert [f.width for f in uop_layout(cfg).fields] == [11, 11, 10]
     assert cfg.peak_macs_per_cycle == 256 and cfg.peak_gops == pytest.approx(51.2)
     assert cfg.bus_bytes == 8 and cfg.clock_mhz == 100
-    assert cfg.shr_arg_bits == 6
+    assert cfg.shr_arg_bits == 5 and cfg.shr_max == 15  # VTA_SHR_ARG_BIT_WIDTH = LOG_ACC_WIDTH
+    assert cfg.vta_semantics and not cfg.extensions
 
 
 def test_pynq_gemm_layout_fills_both_units():
@@ -79,6 +80,27 @@ def test_vtakit_json_round_trip_and_overrides(tmp_path):
     assert cfg.fingerprint() != HwConfig.preset("pynq").fingerprint()
 
 
+def test_semantic_fields_per_preset_and_in_json(tmp_path):
+    """VTA presets have VTA's semantics, exploration presets every extension; the fields
+    travel in vtakit's JSON (and so in every image and build key) and a VTA JSON gets VTA's."""
+    for name in ("pynq", "ultra96", "zcu104", "de10nano"):
+        cfg = HwConfig.preset(name)
+        assert cfg.vta_semantics and cfg.shr_arg_bits == 5 and not cfg.store_from_acc
+    for name in ("1x8", "1x32", "2x16"):
+        cfg = HwConfig.preset(name)
+        assert set(cfg.extensions) == {"alu_mul", "wgt_load_pad", "acc8_load", "alu_reset", "shr_wide",
+                                       "store_from_acc"}
+        assert cfg.shr_arg_bits == 6 and cfg.shr_max == 31
+    custom = HwConfig.preset("pynq").replace(acc8_load=True, shr_wide=True)
+    assert custom.extensions == ("acc8_load", "shr_wide") and not custom.vta_semantics
+    assert custom.fingerprint() != HwConfig.preset("pynq").fingerprint()
+    path = tmp_path / "c.json"
+    custom.to_json(path)
+    assert json.loads(path.read_text())["acc8_load"] is True
+    assert HwConfig.from_json(path) == custom
+    assert HwConfig.preset("pynq").replace(acc_bits=16, acc_buff_bytes=1 << 16).shr_arg_bits == 4  # as VTA
+
+
 @pytest.mark.parametrize("changes, field", [
     ({"block_in": 12}, "block_in"),
     ({"batch": 3}, "batch"),
@@ -92,6 +114,8 @@ def test_vtakit_json_round_trip_and_overrides(tmp_path):
     ({"token_queue_depth": 0}, "token_queue_depth"),
     ({"clock_mhz": 0}, "clock_mhz"),
     ({"block_out": 16.0}, "block_out"),
+    ({"acc8_load": 1}, "acc8_load"),                    # the semantic fields are booleans
+    ({"store_from_acc": "yes"}, "store_from_acc"),
 ])
 def test_bad_configs_name_the_field(changes, field):
     with pytest.raises(ConfigError) as e:

@@ -22,12 +22,14 @@ def _put(dev, data: np.ndarray, align=64) -> int:
 
 @pytest.mark.parametrize("model", ["fsim", "sim"])
 def test_device_state_persists_across_runs(model):
-    dev = sim.SimDevice(PYNQ, model=model, dram_bytes=1 << 20)
+    # STORE reads the accumulator itself here, so what LOAD.ACC left is visible to it
+    cfg = PYNQ.replace(store_from_acc=True)
+    dev = sim.SimDevice(cfg, model=model, dram_bytes=1 << 20)
     assert isinstance(dev, sim.Device)
     acc = np.arange(4 * 16, dtype=np.int32).reshape(4, 1, 16) - 20
     acc_addr = _put(dev, acc) // 64
     out_addr = dev.alloc(4 * 16, 64)
-    first = encode_program([Load(MemId.ACC, 8, acc_addr, 1, 4, 4), Finish()], PYNQ)
+    first = encode_program([Load(MemId.ACC, 8, acc_addr, 1, 4, 4), Finish()], cfg)
     # a compute no-op (x_size 0) hands the store a token; no data is loaded
     second = encode_program([Load(MemId.UOP, 0, 0, 0, 0, 0, push_next=True),
                              Store(MemId.OUT, 8, out_addr // 16, 1, 4, 4, pop_prev=True, push_prev=True),

@@ -2,182 +2,23 @@
 
 Each test builds a small, correctly synchronised program, computes the expected
 result directly with numpy, and checks both simulator models and the reference
-interpreter (tests/reference.py) against it.  Accumulator values wider than the
-8-bit output are observed with `Prog.dump32`, which copies them and stores their
-four bytes separately (SHR by 0, 8, 16, 24), so no bit is hidden by truncation.
+interpreter (tests/reference.py) against it (helpers: tests/semantics_helpers.py).
+These run with vtakit's extensions on; VTA's own rules are in test_vta_semantics.py.
 """
 
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 import pytest
 
 import vtakit.sim as sim
 from tests.support.reference import reference_image
-from vtakit.errors import VtaError
-from vtakit.isa import Alu, AluOp, Finish, Gemm, HwConfig, Insn, Load, MemId, Store, Uop
-from vtakit.isa.image import ProgramBuilder, ProgramImage
-
-MODELS = ["functional", "cycle"]
-PRESETS = ["pynq", "2x16"]  # batch 1 and batch 2
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-
-
-# ------------------------------------------------------------------ arithmetic
-def wrap(values, bits: int) -> np.ndarray:
-    """Two's complement wrap to `bits` bits, as int64."""
-    v = np.asarray(values, dtype=np.int64)
-    return (v + (1 << (bits - 1))) % (1 << bits) - (1 << (bits - 1))
-
-
-def wrap32(values) -> np.ndarray:
-    return wrap(values, 32)
-
-
-def to_int8(values) -> np.ndarray:
-    return wrap(values, 8).astype(np.int8)
-
-
-def shr_amount(operand) -> np.ndarray:
-    """The SHR amount an operand gives: its low 6 bits read as a signed number."""
-    low = np.asarray(operand, dtype=np.int64) & 63
-    return np.where(low >= 32, low - 64, low)
-
-
-def shr32(a, operand) -> np.ndarray:
-    """int32 SHR: arithmetic right shift, or left shift (wrapping) for a negative amount."""
-    a = np.asarray(a, dtype=np.int64)
-    amount = np.broadcast_to(shr_amount(operand), a.shape)
-    right = a >> np.clip(amount, 0, 31)
-    left = wrap32(a << np.clip(-amount, 0, 32))
-    return np.where(amount >= 0, right, left)
-
-
-# ------------------------------------------------------------- program helper
-class Prog:
-    """A program under construction: the three modules' instructions and their data.
-
-    `build` adds the standard tokens: the last load-module instruction pushes to
-    compute and the first compute instruction pops it; the last compute
-    instruction pushes to store and the first STORE pops it; the last STORE
-    pushes back to compute and the final FINISH pops that.
-    """
-
-    def __init__(self, cfg: HwConfig):
-        self.cfg = cfg
-        self.b = ProgramBuilder(cfg)
-        self.loads: list[Insn] = []
-        self.compute: list[Insn] = []
-        self.stores: list[Insn] = []
-        self._acc32: set[str] = set()
-        self._scratch_top = cfg.acc_depth  # dump32 scratch grows down from the top of ACC
-        self._uop_top = cfg.uop_depth  # and its micro-ops from the top of the UOP buffer
-
-    # lane shapes of one element
-    def acc_shape(self, n: int) -> tuple[int, int, int]:
-        return (n, self.cfg.batch, self.cfg.block_out)
-
-    def inp_shape(self, n: int) -> tuple[int, int, int]:
-        return (n, self.cfg.batch, self.cfg.block_in)
-
-    def wgt_shape(self, n: int) -> tuple[int, int, int]:
-        return (n, self.cfg.block_out, self.cfg.block_in)
-
-    # data placement and contiguous loads
-    def place(self, mem: MemId, data: np.ndarray, name: str | None = None) -> int:
-        dtype = {MemId.INP: "<i1", MemId.WGT: "<i1", MemId.ACC: "<i4",
-                 MemId.ACC_8BIT: "<i1", MemId.OUT: "<i1"}[mem]
-        return self.b.place_elems(mem, np.asarray(data).astype(dtype), name=name)
-
-    def load(self, mem: MemId, sram: int, data: np.ndarray) -> None:
-        """A plain LOAD of all of `data` to consecutive entries from `sram`."""
-        n = len(data)
-        insn = Load(mem, sram, self.place(mem, data), 1, n, n)
-        (self.loads if mem in (MemId.INP, MemId.WGT) else self.compute).append(insn)
-
-    def load_uops(self, sram: int, uops: list[Uop]) -> None:
-        self.compute.append(Load(MemId.UOP, sram, self.b.place_uops(uops), 1, len(uops), len(uops)))
-
-    # observation
-    def store_out(self, sram: int, n: int, name: str) -> None:
-        """STORE acc[sram:sram+n] (truncated to int8) into a fresh OUT region."""
-        addr = self.b.reserve_elems(MemId.OUT, n, name=name, shape=self.acc_shape(n), dtype="|i1")
-        self.stores.append(Store(MemId.OUT, sram, addr, 1, n, n))
-
-    def dump32(self, sram: int, n: int, name: str) -> None:
-        """Make acc[sram:sram+n] observable in full 32 bits as region `name` (see `result`)."""
-        self._scratch_top -= 4 * n
-        self._uop_top -= 5
-        scratch, u = self._scratch_top, self._uop_top
-        assert scratch >= sram + n, "dump32 scratch would overlap the dumped entries"
-        # uop u copies (with the loops below) acc[sram + j] to scratch[k*n + j];
-        # uop u+1+k addresses scratch[k*n + j] for the per-byte shifts.
-        self.load_uops(u, [Uop(scratch, sram)] + [Uop(scratch + k * n) for k in range(4)])
-        copy = dict(iter_out=4, iter_in=n, dst_factor_out=n, dst_factor_in=1, src_factor_in=1)
-        self.compute.append(Alu(AluOp.ADD, u, u + 1, reset=True, **copy))
-        self.compute.append(Alu(AluOp.ADD, u, u + 1, **copy))
-        for k in range(1, 4):
-            self.compute.append(Alu(AluOp.SHR, u + 1 + k, u + 2 + k, iter_in=n, dst_factor_in=1,
-                                    use_imm=True, imm=8 * k))
-        addr = self.b.reserve_elems(MemId.OUT, 4 * n, name=name,
-                                    shape=(4,) + self.acc_shape(n), dtype="|i1")
-        self.stores.append(Store(MemId.OUT, scratch, addr, 1, 4 * n, 4 * n))
-        self._acc32.add(name)
-
-    def result(self, img: ProgramImage, name: str, dram: np.ndarray) -> np.ndarray:
-        """Region `name` after a run: int8 as stored, or int32 for a dump32 region."""
-        raw = img.read(name, dram)
-        if name not in self._acc32:
-            return raw
-        octets = raw.astype(np.uint8).astype(np.int64)
-        return wrap32(sum(octets[k] << (8 * k) for k in range(4))).astype(np.int32)
-
-    def build(self) -> ProgramImage:
-        loads, compute, stores = list(self.loads), list(self.compute), list(self.stores)
-        assert compute and stores, "every test program computes and stores something"
-        if loads:
-            loads[-1] = dataclasses.replace(loads[-1], push_next=True)
-            compute[0] = dataclasses.replace(compute[0], pop_prev=True)
-        compute[-1] = dataclasses.replace(compute[-1], push_next=True)
-        stores[0] = dataclasses.replace(stores[0], pop_prev=True)
-        stores[-1] = dataclasses.replace(stores[-1], push_prev=True)
-        self.b.emit(*loads, *compute, *stores, Finish(pop_next=True))
-        return self.b.build()
-
-
-def check(p: Prog, model: str, expected: dict[str, np.ndarray]) -> tuple[object, dict[str, np.ndarray]]:
-    """Run on `model` and on the reference; both must give `expected` and the same DRAM.
-
-    Returns the simulator's stats and its results by region name.
-    """
-    img = p.build()
-    stats, dram = sim.run_image(img, model=model)
-    ref = reference_image(img)
-    got = {}
-    for name, want in expected.items():
-        got[name] = p.result(img, name, dram)
-        np.testing.assert_array_equal(got[name], want, err_msg=f"{model} simulator, region {name!r}")
-        np.testing.assert_array_equal(p.result(img, name, ref), want,
-                                      err_msg=f"reference interpreter, region {name!r}")
-    np.testing.assert_array_equal(dram, ref, err_msg=f"{model} simulator and reference DRAM differ")
-    assert (stats.cycles is None) == (model == "functional")
-    return stats, got
-
-
-def rand_acc(rng: np.random.Generator, shape, low: int = INT32_MIN, high: int = INT32_MAX) -> np.ndarray:
-    return rng.integers(low, high, size=shape, endpoint=True, dtype=np.int64)
-
-
-def rand_i8(rng: np.random.Generator, shape) -> np.ndarray:
-    return rng.integers(-128, 127, size=shape, endpoint=True, dtype=np.int64)
-
-
-def identity_wgt(cfg: HwConfig) -> np.ndarray:
-    """One WGT element that makes GEMM copy an INP element into the accumulator."""
-    assert cfg.block_in == cfg.block_out
-    return np.eye(cfg.block_in, dtype=np.int64)[None]
+from tests.support.semantics_helpers import (
+    INT32_MAX, INT32_MIN, MODELS, PRESETS, Prog, check, config, identity_wgt, rand_acc, rand_i8, shr32,
+    to_int8, wrap32,
+)
+from vtakit.errors import SimError, VtaError
+from vtakit.isa import Alu, AluOp, Gemm, HwConfig, Load, MemId, Store, Uop
 
 
 # ====================================================================== LOAD
@@ -185,7 +26,7 @@ def identity_wgt(cfg: HwConfig) -> np.ndarray:
 @pytest.mark.parametrize("model", MODELS)
 def test_load_inp_padding_and_stride(model: str, preset: str) -> None:
     """LOAD INP with all four paddings and x_stride > x_size; neighbours stay intact."""
-    cfg = HwConfig.preset(preset)
+    cfg = config(preset)
     rng = np.random.default_rng(11)
     p = Prog(cfg)
     pre = rand_i8(rng, p.inp_shape(38))  # fills inp[4:42] first
@@ -210,7 +51,7 @@ def test_load_inp_padding_and_stride(model: str, preset: str) -> None:
 @pytest.mark.parametrize("model", MODELS)
 def test_load_wgt_padding_and_stride(model: str, preset: str) -> None:
     """LOAD WGT with padding and a stride, read back through GEMM with one-hot inputs."""
-    cfg = HwConfig.preset(preset)
+    cfg = config(preset)
     bi = cfg.block_in
     rng = np.random.default_rng(12)
     p = Prog(cfg)
@@ -244,7 +85,7 @@ def test_load_wgt_padding_and_stride(model: str, preset: str) -> None:
 @pytest.mark.parametrize("model", MODELS)
 def test_load_acc_store_truncates_to_int8(model: str, preset: str) -> None:
     """LOAD ACC of int32 values, then STORE keeps each lane's low 8 bits (two's complement)."""
-    cfg = HwConfig.preset(preset)
+    cfg = config(preset)
     rng = np.random.default_rng(13)
     p = Prog(cfg)
     pairs = [(300, 44), (-129, 127), (127, 127), (128, -128), (-128, -128), (255, -1), (256, 0),
@@ -264,7 +105,7 @@ def test_load_acc_store_truncates_to_int8(model: str, preset: str) -> None:
 @pytest.mark.parametrize("model", MODELS)
 def test_load_acc_padding_and_stride(model: str, preset: str) -> None:
     """LOAD ACC with all paddings (zero entries) and a stride, observed in full 32 bits."""
-    cfg = HwConfig.preset(preset)
+    cfg = config(preset)
     rng = np.random.default_rng(14)
     p = Prog(cfg)
     pre = rand_acc(rng, p.acc_shape(28))  # acc[0:28]
@@ -286,7 +127,7 @@ def test_load_acc_padding_and_stride(model: str, preset: str) -> None:
 @pytest.mark.parametrize("model", MODELS)
 def test_load_acc8_sign_extends(model: str, preset: str) -> None:
     """LOAD ACC_8BIT sign-extends each int8 lane into the 32-bit accumulator."""
-    cfg = HwConfig.preset(preset)
+    cfg = config(preset)
     rng = np.random.default_rng(15)
     p = Prog(cfg)
     pre = rand_acc(rng, p.acc_shape(10))  # acc[2:12], so padding zeros are visible
@@ -308,33 +149,26 @@ def test_load_acc8_sign_extends(model: str, preset: str) -> None:
 
 @pytest.mark.parametrize("preset", PRESETS)
 @pytest.mark.parametrize("model", MODELS)
-def test_load_uop_padding_gives_zero_uops(model: str, preset: str) -> None:
-    """LOAD UOP with padding writes dst=src=wgt=0 micro-ops; a GEMM shows all three fields."""
-    cfg = HwConfig.preset(preset)
-    rng = np.random.default_rng(16)
+@pytest.mark.parametrize("insn, field", [
+    (Load(MemId.UOP, 1, 0, 2, 2, 3), "y_size"),
+    (Load(MemId.UOP, 1, 0, 1, 2, 3, y_pad_0=1), "y_pad_0"),
+    (Load(MemId.UOP, 1, 0, 1, 2, 2, x_pad_1=1), "x_pad_1"),
+    (Load(MemId.ACC, 0, 0, 4, 0, 1, y_pad_1=1, x_pad_0=1), "y_pad_1"),
+])
+def test_load_uop_2d_and_empty_padded_loads_rejected(model: str, preset: str, insn: Load, field: str) -> None:
+    """VTA copies x_size micro-ops (no rows, no padding) and still writes the padding of a
+    LOAD with x_size 0; every configuration rejects both rather than differ from it."""
+    cfg = config(preset)
     p = Prog(cfg)
-    inp = rand_i8(rng, p.inp_shape(4))
-    wgt = rand_i8(rng, p.wgt_shape(4))
-    acc0 = rand_acc(rng, p.acc_shape(22), -10**6, 10**6)
-    pre = np.array([(12 + j % 8, 1 + j % 3, 1 + j % 2) for j in range(16)])  # uop[0:16]
-    data = np.array([(3, 1, 2), (5, 2, 3), (9, 3, 1), (4, 3, 3), (7, 1, 1), (10, 2, 2)])
-    p.load(MemId.INP, 0, inp)
-    p.load(MemId.WGT, 0, wgt)
-    p.load(MemId.ACC, 0, acc0)
-    p.compute.append(Load(MemId.UOP, 0, p.b.place_uops(pre), 1, 16, 16))
-    base = p.b.place_uops(data)
-    # rows from DRAM uops base+3y (y < 2), 2 wide; y_pad_0 1, x pads 1/1 -> 3x4 block at uop[1]
-    p.compute.append(Load(MemId.UOP, 1, base, 2, 2, 3, y_pad_0=1, x_pad_0=1, x_pad_1=1))
-    p.compute.append(Gemm(1, 14))  # the 12 loaded entries plus pre[13]
-    p.dump32(0, 22, "acc")
-
-    block = np.pad(data.reshape(2, 3, 3)[:, :2], ((1, 0), (1, 1), (0, 0))).reshape(12, 3)
-    table = np.concatenate([block, pre[13:14]])
-    assert (table == 0).all(axis=1).sum() == 8  # eight padding micro-ops, all (0, 0, 0)
-    expected = acc0.copy()
-    for dst, src, w in table:
-        expected[dst] += inp[src] @ wgt[w].T
-    check(p, model, {"acc": wrap32(expected).astype(np.int32)})
+    p.load(MemId.ACC, 0, np.ones(p.acc_shape(1)))
+    p.compute.append(insn)
+    p.store_out(0, 1, "out")
+    img = p.build()
+    with pytest.raises(SimError) as info:
+        sim.run_image(img, model=model)
+    assert (info.value.insn_index, info.value.field) == (1, field)
+    with pytest.raises(SimError):
+        reference_image(img)
 
 
 # ====================================================================== GEMM
@@ -342,7 +176,7 @@ def test_load_uop_padding_gives_zero_uops(model: str, preset: str) -> None:
 @pytest.mark.parametrize("model", MODELS)
 def test_gemm_loops_and_all_factors(model: str, preset: str) -> None:
     """GEMM with iter_out/iter_in, two micro-ops and all six factors nonzero."""
-    cfg = HwConfig.preset(preset)
+    cfg = config(preset)
     rng = np.random.default_rng(21)
     p = Prog(cfg)
     inp = rand_i8(rng, p.inp_shape(16))
@@ -374,7 +208,7 @@ def test_gemm_loops_and_all_factors(model: str, preset: str) -> None:
 @pytest.mark.parametrize("model", MODELS)
 def test_gemm_reset_zeroes_addressed_entries(model: str, preset: str) -> None:
     """GEMM reset=1 sets exactly the addressed accumulator entries to zero."""
-    cfg = HwConfig.preset(preset)
+    cfg = config(preset)
     rng = np.random.default_rng(22)
     p = Prog(cfg)
     acc0 = rand_acc(rng, p.acc_shape(16))
@@ -394,7 +228,7 @@ def test_gemm_reset_zeroes_addressed_entries(model: str, preset: str) -> None:
 @pytest.mark.parametrize("model", MODELS)
 def test_gemm_repeated_dst_accumulates(model: str, preset: str) -> None:
     """Two micro-ops (and a loop with dst factor 0) accumulating into one entry."""
-    cfg = HwConfig.preset(preset)
+    cfg = config(preset)
     rng = np.random.default_rng(23)
     p = Prog(cfg)
     inp = rand_i8(rng, p.inp_shape(6))
@@ -416,7 +250,7 @@ def test_gemm_repeated_dst_accumulates(model: str, preset: str) -> None:
 @pytest.mark.parametrize("model", MODELS)
 def test_gemm_int32_wraparound(model: str, preset: str) -> None:
     """Accumulation wraps at 32 bits in both directions."""
-    cfg = HwConfig.preset(preset)
+    cfg = config(preset)
     rng = np.random.default_rng(24)
     p = Prog(cfg)
     bi = cfg.block_in
@@ -442,7 +276,7 @@ def test_gemm_int32_wraparound(model: str, preset: str) -> None:
 @pytest.mark.parametrize("model", MODELS)
 def test_empty_loops_do_nothing(model: str, preset: str) -> None:
     """GEMM and ALU with iter_out 0, iter_in 0 or uop_end <= uop_bgn change nothing."""
-    cfg = HwConfig.preset(preset)
+    cfg = config(preset)
     rng = np.random.default_rng(25)
     p = Prog(cfg)
     acc0 = rand_acc(rng, p.acc_shape(8))
@@ -499,7 +333,7 @@ EDGE_VALUES = [INT32_MAX, INT32_MIN, -1, 0, 1, 0x40000000, -0x40000000, 12345, -
 @pytest.mark.parametrize("model", MODELS)
 def test_alu_immediate(model: str, preset: str, op: AluOp, imm: int) -> None:
     """Every ALU op with an immediate (negative ones too) over a two-level loop."""
-    cfg = HwConfig.preset(preset)
+    cfg = config(preset)
     rng = np.random.default_rng(31)
     p = Prog(cfg)
     acc0 = with_specials(rng, p.acc_shape(13), EDGE_VALUES)
@@ -522,7 +356,7 @@ def test_alu_immediate(model: str, preset: str, op: AluOp, imm: int) -> None:
 @pytest.mark.parametrize("model", MODELS)
 def test_alu_tensor(model: str, preset: str, op: AluOp) -> None:
     """Every ALU op with an accumulator operand, all factors nonzero, src and dst disjoint."""
-    cfg = HwConfig.preset(preset)
+    cfg = config(preset)
     rng = np.random.default_rng(32)
     p = Prog(cfg)
     acc0 = with_specials(rng, p.acc_shape(30), EDGE_VALUES)
@@ -549,7 +383,7 @@ def test_alu_tensor(model: str, preset: str, op: AluOp) -> None:
 @pytest.mark.parametrize("model", MODELS)
 def test_shr_special_amounts(model: str, preset: str) -> None:
     """SHR by 31, by negative amounts (left shifts, wrapping) and by -32 (gives 0)."""
-    cfg = HwConfig.preset(preset)
+    cfg = config(preset)
     rng = np.random.default_rng(33)
     p = Prog(cfg)
     probe = [INT32_MIN, INT32_MAX, -1, 1, -5, 0x40000000, 0x12345678, 3]
@@ -574,7 +408,7 @@ def test_shr_special_amounts(model: str, preset: str) -> None:
 @pytest.mark.parametrize("model", MODELS)
 def test_alu_repeated_dst(model: str, preset: str) -> None:
     """Micro-ops writing the same dst see each other's results (ADD, MIN, SHR)."""
-    cfg = HwConfig.preset(preset)
+    cfg = config(preset)
     rng = np.random.default_rng(34)
     p = Prog(cfg)
     acc0 = rand_acc(rng, p.acc_shape(13))
@@ -606,7 +440,7 @@ def test_alu_repeated_dst(model: str, preset: str) -> None:
 @pytest.mark.parametrize("model", MODELS)
 def test_alu_reads_earlier_writes(model: str, preset: str) -> None:
     """A micro-op reading an entry written earlier in the same instruction sees the new value."""
-    cfg = HwConfig.preset(preset)
+    cfg = config(preset)
     rng = np.random.default_rng(35)
     p = Prog(cfg)
     acc0 = rand_acc(rng, p.acc_shape(33))
@@ -636,7 +470,7 @@ def test_alu_reads_earlier_writes(model: str, preset: str) -> None:
 @pytest.mark.parametrize("model", MODELS)
 def test_alu_reset(model: str, preset: str) -> None:
     """ALU reset=1 zeroes the addressed entries whatever the op and operand."""
-    cfg = HwConfig.preset(preset)
+    cfg = config(preset)
     rng = np.random.default_rng(36)
     p = Prog(cfg)
     acc0 = rand_acc(rng, p.acc_shape(16))
@@ -709,7 +543,7 @@ def test_alu_mul_rejected_without_alu_mul(model: str) -> None:
 @pytest.mark.parametrize("model", MODELS)
 def test_store_strided(model: str, preset: str) -> None:
     """STORE with x_stride > x_size leaves the gaps between rows untouched."""
-    cfg = HwConfig.preset(preset)
+    cfg = config(preset)
     rng = np.random.default_rng(41)
     p = Prog(cfg)
     acc0 = rand_acc(rng, p.acc_shape(11))
@@ -729,7 +563,7 @@ def test_store_strided(model: str, preset: str) -> None:
 @pytest.mark.parametrize("model", MODELS)
 def test_store_overlapping_rows_later_wins(model: str, preset: str) -> None:
     """STORE with x_stride < x_size: rows overlap in DRAM and the later row wins."""
-    cfg = HwConfig.preset(preset)
+    cfg = config(preset)
     rng = np.random.default_rng(42)
     p = Prog(cfg)
     acc0 = rand_acc(rng, p.acc_shape(12))
@@ -748,8 +582,8 @@ def test_store_overlapping_rows_later_wins(model: str, preset: str) -> None:
 @pytest.mark.parametrize("preset", PRESETS)
 @pytest.mark.parametrize("model", MODELS)
 def test_zero_x_size_is_a_noop(model: str, preset: str) -> None:
-    """LOAD (INP, UOP, ACC, even with padding) and STORE with x_size 0 change nothing but carry tokens."""
-    cfg = HwConfig.preset(preset)
+    """LOAD (INP, UOP, ACC) and STORE with x_size 0 change nothing but carry tokens."""
+    cfg = config(preset)
     rng = np.random.default_rng(43)
     p = Prog(cfg)
     inp = rand_i8(rng, p.inp_shape(2))
@@ -759,12 +593,11 @@ def test_zero_x_size_is_a_noop(model: str, preset: str) -> None:
     p.load(MemId.INP, 0, inp)
     src = p.place(MemId.INP, rand_i8(rng, p.inp_shape(4)))
     # the last load-module instruction: a no-op that carries the load->compute token
-    p.loads.append(Load(MemId.INP, 0, src, 2, 0, 2, y_pad_0=1, x_pad_0=2, x_pad_1=1))
+    p.loads.append(Load(MemId.INP, 0, src, 2, 0, 2))
     p.load(MemId.ACC, 0, acc0)
-    p.compute.append(Load(MemId.ACC, 0, p.place(MemId.ACC, rand_acc(rng, p.acc_shape(4))), 4, 0, 1,
-                          y_pad_1=1, x_pad_0=1))
+    p.compute.append(Load(MemId.ACC, 0, p.place(MemId.ACC, rand_acc(rng, p.acc_shape(4))), 4, 0, 1))
     p.load_uops(0, [Uop(8, 0, 0)])
-    p.compute.append(Load(MemId.UOP, 0, p.b.place_uops([Uop(1, 1, 1)] * 4), 2, 0, 2, x_pad_0=1))
+    p.compute.append(Load(MemId.UOP, 0, p.b.place_uops([Uop(1, 1, 1)] * 4), 2, 0, 2))
     loop = dict(iter_in=2, dst_factor_in=1, src_factor_in=1)
     p.compute += [Gemm(0, 1, reset=True, **loop), Gemm(0, 1, **loop)]  # acc[8 + j] = inp[j]
     p.dump32(0, 10, "acc")

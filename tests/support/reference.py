@@ -3,7 +3,9 @@
 Written from ISA.md (and vtakit's clarifications of it) without looking at the
 simulators.  Instructions run one at a time in program order, ignoring
 dependency tokens (a correctly synchronised program gives the same result), and
-the run stops at the first FINISH.  Every micro-op is a plain Python loop
+the run stops at FINISH, which must be the last instruction.  The configuration's
+semantic fields (HwConfig.extensions) decide what STORE reads and which
+instructions are refused, as ISA.md describes them.  Every micro-op is a plain Python loop
 iteration; numpy only does the lane arithmetic.  Speed is not a goal.
 
 All on-chip values are held as int64 numpy arrays and explicitly wrapped to
@@ -52,6 +54,8 @@ class _Machine:
         self.inp = np.zeros((cfg.inp_depth, cfg.batch, cfg.block_in), dtype=np.int64)
         self.wgt = np.zeros((cfg.wgt_depth, cfg.block_out, cfg.block_in), dtype=np.int64)
         self.acc = np.zeros((cfg.acc_depth, cfg.batch, cfg.block_out), dtype=np.int64)
+        # What STORE reads when store_from_acc is false: GEMM and ALU results only.
+        self.out = np.zeros((cfg.acc_depth, cfg.batch, cfg.block_out), dtype=np.int64)
         self.uop: list[Uop] = [Uop(0, 0, 0)] * cfg.uop_depth
         self.index = 0  # index of the instruction being executed, for error messages
 
@@ -100,9 +104,17 @@ class _Machine:
 
     # -------------------------------------------------------- instructions
     def load(self, insn: Load) -> None:
+        mem = MemId(insn.mem)
+        pads = (insn.y_pad_0, insn.y_pad_1, insn.x_pad_0, insn.x_pad_1)
+        if any(pads) and (insn.x_size == 0 or mem == MemId.UOP
+                          or (mem == MemId.WGT and not self.cfg.wgt_load_pad)):
+            raise self.fail(f"LOAD.{mem.name} with x_size {insn.x_size} takes no padding here")
+        if mem == MemId.UOP and insn.x_size and insn.y_size != 1:
+            raise self.fail("LOAD.UOP needs y_size 1")
+        if mem == MemId.ACC_8BIT and not self.cfg.acc8_load:
+            raise self.fail("LOAD.ACC_8BIT is not in this configuration")
         if insn.x_size == 0:
             return
-        mem = MemId(insn.mem)
         rows = insn.y_pad_0 + insn.y_size + insn.y_pad_1
         cols = insn.x_pad_0 + insn.x_size + insn.x_pad_1
         for r in range(rows):
@@ -125,7 +137,8 @@ class _Machine:
             for x in range(insn.x_size):
                 src = insn.sram_base + y * insn.x_size + x
                 self.check("ACC buffer", src, self.cfg.acc_depth)
-                self.write_dram(MemId.OUT, insn.dram_base + y * insn.x_stride + x, self.acc[src])
+                value = self.acc[src] if self.cfg.store_from_acc else self.out[src]
+                self.write_dram(MemId.OUT, insn.dram_base + y * insn.x_stride + x, value)
 
     def micro_ops(self, insn: "Gemm | Alu"):
         """(dst, src, wgt) of every micro-op execution, in loop order."""
@@ -144,22 +157,27 @@ class _Machine:
     def gemm(self, insn: Gemm) -> None:
         for dst, src, wgt in self.micro_ops(insn):
             self.check("GEMM dst (ACC)", dst, self.cfg.acc_depth)
-            if insn.reset:
+            if insn.reset and self.cfg.store_from_acc:
                 self.acc[dst] = 0
                 continue
             self.check("GEMM src (INP)", src, self.cfg.inp_depth)
             self.check("GEMM wgt (WGT)", wgt, self.cfg.wgt_depth)
             product = self.inp[src] @ self.wgt[wgt].T  # (batch, block_out), exact in int64
-            self.acc[dst] = wrap(self.acc[dst] + product, self.cfg.acc_bits)
+            total = wrap(self.acc[dst] + product, self.cfg.acc_bits)
+            self.out[dst] = wrap(total, self.cfg.out_bits)  # VTA: even a reset writes the sum here
+            self.acc[dst] = 0 if insn.reset else total
 
     def alu(self, insn: Alu) -> None:
         op = AluOp(insn.op)
         if op == AluOp.MUL and not self.cfg.alu_mul and not insn.reset:
             raise self.fail("ALU MUL is not implemented by this configuration (alu_mul is false)")
+        if insn.reset and not self.cfg.alu_reset:
+            raise self.fail("ALU reset is not in this configuration")
         for dst, src, _ in self.micro_ops(insn):
             self.check("ALU dst (ACC)", dst, self.cfg.acc_depth)
             if insn.reset:
                 self.acc[dst] = 0
+                self.out[dst] = 0
                 continue
             if insn.use_imm:
                 b = np.full_like(self.acc[dst], insn.imm)
@@ -167,11 +185,15 @@ class _Machine:
                 self.check("ALU src (ACC)", src, self.cfg.acc_depth)
                 b = self.acc[src].copy()
             self.acc[dst] = alu_op(op, self.acc[dst].copy(), b, self.cfg)
+            self.out[dst] = wrap(self.acc[dst], self.cfg.out_bits)
 
     def run(self, insns: list) -> None:
         for index, insn in enumerate(insns):
             self.index = index
             if isinstance(insn, Finish):
+                if index != len(insns) - 1:
+                    self.index = index + 1
+                    raise self.fail("instructions after FINISH")
                 return
             if isinstance(insn, Load):
                 self.load(insn)

@@ -65,7 +65,8 @@ def test_resnet18_end_to_end():
     sim_cycles = module.last_run.accelerator_cycles
     assert cosine(got, want) >= 0.99
     assert got.argmax() == want.argmax()
-    assert len(module.vta_tasks()) == 30 and sim_cycles > 10_000_000
+    # 20 convolutions and the classifier; max pool and the 8 residual adds need LOAD.ACC8 (host on pynq)
+    assert len(module.vta_tasks()) == 21 and sim_cycles > 10_000_000
     assert np.array_equal(module.run(x, device="fsim")["logits"], got)
     assert np.array_equal(module.run(x, device="rtl")["logits"], got)
     rtl_cycles = module.last_run.accelerator_cycles

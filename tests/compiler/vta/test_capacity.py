@@ -14,6 +14,7 @@ from vtakit.isa.config import HwConfig
 from vtakit.errors import CompileError
 
 CFG = HwConfig.preset("pynq")     # inp 2048, wgt 1024, acc 2048 entries
+ACC8 = CFG.replace(acc8_load=True)  # int8 operators need LOAD.ACC8, which pynq lacks
 
 
 def alloc_of(compute, schedule, cfg=CFG):
@@ -77,7 +78,7 @@ def test_slots_are_disjoint_per_scope():
 
 def test_slot_is_largest_tile():
     # 6x6 image tiled by 4 rows: tiles of 4 and 2 rows; the slot fits the larger (4 x 6 = 24)
-    c = eltwise_def(CFG, "relu", n=1, c=16, h=6, w=6)
+    c = eltwise_def(ACC8, "relu", n=1, c=16, h=6, w=6)
     _, a = alloc_of(c, eltwise_schedule(EltwiseKnobs(tile_c=1, tile_h=4, vthreads=1), inputs=("a",)))
     assert a.footprint == {"out": 24}
     assert a.copies == {"out": 1, "a": 1} and a.base[("a", 0)] == a.base[("out", 0)]
@@ -86,7 +87,7 @@ def test_slot_is_largest_tile():
 def test_init_tensor_shares_output_slot():
     # add: out = a + b, a initialises the output tile. 4 rows x 4 cols, 2 channel blocks; tiles of
     # 1 channel block x 2 rows x 4 cols = 8 entries, 2 threads over the 2 row tiles.
-    c = eltwise_def(CFG, "add", n=1, c=32, h=4, w=4)
+    c = eltwise_def(ACC8, "add", n=1, c=32, h=4, w=4)
     nest, a = alloc_of(c, eltwise_schedule(EltwiseKnobs(tile_c=1, tile_h=2, vthreads=2), inputs=("a", "b")))
     assert nest.vthread_level is not None
     # a is not transferred on its own (it arrives with the output tile): no footprint of its own
@@ -101,7 +102,7 @@ def test_init_tensor_shares_output_slot():
 
 def test_overflow_names_scope_and_tensors():
     # 16 rows x 64 cols per tile = 1024 acc entries; b and out, 2 threads each: 4096 > 2048
-    c = eltwise_def(CFG, "add", n=1, c=16, h=32, w=64)
+    c = eltwise_def(ACC8, "add", n=1, c=16, h=32, w=64)
     s = eltwise_schedule(EltwiseKnobs(tile_c=1, tile_h=16, vthreads=2), inputs=("a", "b"))
     msg = ("op add: acc buffer overflows: b 2 x 1024 + out 2 x 1024 = 4096 entries, it holds 2048 "
            "(config pynq); use smaller tiles or fewer virtual threads")

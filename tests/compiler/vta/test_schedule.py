@@ -11,6 +11,7 @@ from vtakit.isa.config import HwConfig
 from vtakit.errors import CompileError
 
 CFG = HwConfig.preset("pynq")   # batch 1, 16x16 blocks
+ACC8 = CFG.replace(acc8_load=True)  # int8 operators need LOAD.ACC8, which pynq lacks
 
 
 def conv():
@@ -263,7 +264,7 @@ def test_missing_tensorize_and_wrong_intrinsic():
     s = Schedule(CACHES.steps).dma_copy("data", "root").dma_copy("weight", "root").dma_copy("out", "root")
     fails(conv(), s, "the schedule never tensorizes (tensorize(loop, 'gemm'|'alu'))")
     fails(conv(), s.tensorize("oh", "alu"), "conv2d tensorizes with the 'gemm' intrinsic, not 'alu'")
-    add = eltwise_def(CFG, "add", n=1, c=16, h=2, w=2)
+    add = eltwise_def(ACC8, "add", n=1, c=16, h=2, w=2)
     fails(add, Schedule().tensorize("h", "gemm"), "add tensorizes with the 'alu' intrinsic, not 'gemm'")
     fails(conv(), Schedule().tensorize("zz", "gemm"), "schedule names loop 'zz'")
 
@@ -281,7 +282,7 @@ def test_missing_cache_or_placement():
 
 
 def test_init_tensor_placed_away_from_output():
-    add = eltwise_def(CFG, "add", n=1, c=32, h=4, w=4)      # axes n 1, c 2, h 4, w 4; init a, operand b
+    add = eltwise_def(ACC8, "add", n=1, c=32, h=4, w=4)      # axes n 1, c 2, h 4, w 4; init a, operand b
     base = (Schedule().split("h", 2).cache_write("out", "acc").cache_read("a", "acc").cache_read("b", "acc")
             .dma_copy("out", "h.o").dma_copy("b", "h.o"))
     fails(add, base.dma_copy("a", "c").tensorize("h.i", "alu"),
