@@ -32,9 +32,18 @@ def cmd_hw(args) -> int:
 
     with console.status(f"Yosys synth_xilinx of {cfg.label} (minutes on first run, cached after)"):
         result = synth(cfg, args.part)
+    est = None
+    if not args.no_timing:
+        from vtakit.hw.timing import timing
+
+        with console.status(f"static timing of {cfg.label} (an xc7 synthesis if not cached)"):
+            est = timing(cfg, args.part)
     if args.json:
-        print(json.dumps({k: getattr(result, k) for k in ("lut", "ff", "bram36", "dsp", "fits")}
-                         | {"config": result.config, "part": result.part}, indent=2))
+        out = {k: getattr(result, k) for k in ("lut", "ff", "bram36", "dsp", "fits")} \
+            | {"config": result.config, "part": result.part}
+        if est is not None:
+            out["timing"] = est.to_dict()
+        print(json.dumps(out, indent=2))
         return 0
     from vtakit.hw.synth import PARTS
 
@@ -47,9 +56,22 @@ def cmd_hw(args) -> int:
         table.add_row(label, f"{used:g}", f"{avail:,}", f"{100 * used / avail:.1f}")
     console.print(table)
     verdict = "[green]fits[/]" if result.fits else f"[red]does not fit[/] ({', '.join(result.over)})"
-    console.print(f"{verdict}; Yosys ran {result.seconds:.0f} s (no timing analysis: Yosys does not place "
-                  f"and route)")
+    console.print(f"{verdict}; Yosys ran {result.seconds:.0f} s")
+    if est is not None:
+        _print_timing(est)
     return 0
+
+
+def _print_timing(est) -> None:
+    from vtakit.hw.timing import NET_DELAY_NS, XCUP_SCALE
+
+    basis = "7-series -1 cell delays" if est.scale == 1.0 else f"7-series -1 cell delays x {XCUP_SCALE}"
+    console.print(f"timing ({basis}, hw/timing.py): logic delay {est.logic_ns:.2f} ns over {est.levels} levels, "
+                  f"{est.start} -> {est.end}")
+    colour = "green" if est.meets else "red"
+    console.print(f"routed estimate ({NET_DELAY_NS} ns per net) {est.routed_ns:.2f} ns: fmax ~{est.fmax_mhz:.0f} MHz; "
+                  f"at {est.clock_mhz:g} MHz slack [{colour}]{est.slack_ns:+.2f} ns[/] "
+                  f"({est.routed_start} -> {est.routed_end})")
 
 
 def cmd_cosim(args) -> int:
@@ -90,7 +112,8 @@ def register(sub) -> None:
     h.add_argument("-o", "--output", default="rtl_out", help="gen: output folder")
     h.add_argument("--trace", choices=["fst", "vcd"], help="build: a model that can write waveforms")
     h.add_argument("--part", help="synth: Xilinx part (default: the config's board)")
-    h.add_argument("--json", action="store_true", help="synth: print lut, ff, bram36, dsp, fits as JSON")
+    h.add_argument("--json", action="store_true", help="synth: print lut, ff, bram36, dsp, fits (and timing) as JSON")
+    h.add_argument("--no-timing", action="store_true", help="synth: resources only, no static timing estimate")
     h.set_defaults(func=cmd_hw)
 
     c = sub.add_parser("cosim", help="run a program image on the functional model, the cycle model and the RTL")
