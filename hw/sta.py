@@ -203,8 +203,21 @@ class Netlist:
                 self.srcs.append(_rtl_src(cell.get("attributes", {}).get("src", "")))
 
 
-def critical_path(net: Netlist, lib: dict[str, CellModel], *, net_ps: int = 0) -> tuple[Path_, set[str]]:
-    """The longest register-to-register (or port) path; also the cell types with no timing model."""
+def cell_label(net: Netlist, ci: int) -> str:
+    """A register's or RAM's name: the first named net it drives (else its RTL line)."""
+    for p, bits in net.cells[ci][3].items():
+        if p in ("D", "CE", "R", "S", "C", "CLR", "PRE"):
+            continue
+        for b in bits:
+            if isinstance(b, int) and b in net.names:
+                return net.names[b]
+    return net.srcs[ci]
+
+
+def critical_path(net: Netlist, lib: dict[str, CellModel], *, net_ps: int = 0,
+                  unit: str | None = None) -> tuple[Path_, set[str]]:
+    """The longest register-to-register (or port) path; also the cell types with no timing model.
+    `unit` keeps only the paths ending in that top-level instance (e.g. "compute")."""
     edges: dict[int, list[tuple[int, int, int]]] = defaultdict(list)   # node -> [(node, ps, cell index)]
     indeg: dict[int, int] = defaultdict(int)
     arrival: dict[int, int] = {}
@@ -283,6 +296,8 @@ def critical_path(net: Netlist, lib: dict[str, CellModel], *, net_ps: int = 0) -
     if seen < len(nodes):
         raise RtlError(f"combinational loop in the netlist ({len(nodes) - seen} nets on it)")
 
+    if unit is not None:
+        ends = [e for e in ends if e[2] is not None and cell_label(net, e[2]).split(".")[0] == unit]
     best = None
     for node, setup, ci, port in ends:
         if node in arrival and (best is None or arrival[node] + setup > best[0]):
@@ -303,10 +318,7 @@ def critical_path(net: Netlist, lib: dict[str, CellModel], *, net_ps: int = 0) -
     steps.append((end_type, end_port, total))
     start = f"{steps[0][0]} {steps[0][1]}".strip()
     if end_ci is not None:
-        q = [b for p, bits in net.cells[end_ci][3].items() if p not in ("D", "CE", "R", "S", "C", "CLR", "PRE")
-             for b in bits if isinstance(b, int) and b in net.names]
-        label = net.names[q[0]] if len(q) == 1 or net.cells[end_ci][0].startswith("FD") and q else ""
-        end = f"{end_type}.{end_port} {label or net.srcs[end_ci]}".strip()
+        end = f"{end_type}.{end_port} {cell_label(net, end_ci)}".strip()
     else:
         end = f"output {end_port}"
     return Path_(delay_ps=total, start=start, end=end, steps=steps), unknown

@@ -31,7 +31,7 @@ from vtakit.hw.build import cache_root, locked
 from vtakit.hw.synth import PARTS, part_for, synthesized
 from vtakit.isa.config import HwConfig
 
-TIMING_VERSION = "1"
+TIMING_VERSION = "2"   # 2: end points named by the register or RAM they capture in
 NET_DELAY_NS = 0.5
 XCUP_SCALE = 0.6
 TIMING_PART = "xc7z020"   # the netlist analysed: the xc7 mapping (the family with cell delays)

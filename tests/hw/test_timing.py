@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from vtakit.errors import RtlError
+
 from vtakit.hw import synth
 from vtakit.hw.sta import Netlist, critical_path, dsp48e1_model, parse_specify, xilinx_library
 from vtakit.hw.timing import NET_DELAY_NS, XCUP_SCALE, timing
@@ -50,6 +52,9 @@ def test_longest_path_and_net_delay():
     assert logic.start == "FDRE src_reg" and logic.end == "FDRE.D dst_reg"
     routed, _ = critical_path(net, lib, net_ps=500)
     assert routed.delay_ps == 303 + 3 * (642 + 500) + 500
+    assert critical_path(net, lib, unit="dst_reg")[0].delay_ps == logic.delay_ps
+    with pytest.raises(RtlError, match="no timed path"):
+        critical_path(net, lib, unit="compute")
 
 
 def test_carry_chain_takes_no_routed_net_delay():
