@@ -1,4 +1,4 @@
-"""The hardware commands of the `vtakit` command line: `hw gen|build|synth` and `cosim`."""
+"""The hardware commands of the `vtakit` command line: `hw gen|build|synth|pnr` and `cosim`."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ def cmd_hw(args) -> int:
         console.print(f"config {cfg.label}: Verilator model (lint -Wall clean) at {lib} "
                       f"({time.perf_counter() - t0:.1f} s, cached by sources and config)")
         return 0
+    if args.action == "pnr":
+        return _pnr(cfg, args.json)
     from vtakit.hw.synth import synth
 
     with console.status(f"Yosys synth_xilinx of {cfg.label} (minutes on first run, cached after)"):
@@ -74,6 +76,23 @@ def _print_timing(est) -> None:
                   f"({est.routed_start} -> {est.routed_end})")
 
 
+def _pnr(cfg, as_json: bool) -> int:
+    from vtakit.hw.pnr import pnr
+
+    with console.status(f"Yosys synth_ecp5 + nextpnr-ecp5 of {cfg.label} (tens of minutes on first run, cached after)"):
+        r = pnr(cfg)
+    if as_json:
+        print(json.dumps(r.to_dict(), indent=2))
+        return 0
+    colour = "green" if r.fmax_mhz >= r.clock_mhz else "red"
+    console.print(f"config {cfg.label} on the {r.device} (nextpnr-ecp5, out of context, a Lattice part: a second "
+                  f"opinion, not a Xilinx figure): post-route fmax [{colour}]{r.fmax_mhz:.1f} MHz[/] "
+                  f"(asked {r.clock_mhz:g}); critical path {r.critical_ns:.2f} ns = {r.logic_ns:.2f} logic + "
+                  f"{r.routing_ns:.2f} routing; Yosys {r.synth_s:.0f} s, nextpnr {r.pnr_s:.0f} s")
+    console.print("used: " + ", ".join(f"{k} {v:,}" for k, v in sorted(r.cells.items())))
+    return 0
+
+
 def cmd_cosim(args) -> int:
     from vtakit.hw.cosim import cosim
     from vtakit.isa.image import ProgramImage
@@ -106,8 +125,9 @@ def cmd_cosim(args) -> int:
 
 
 def register(sub) -> None:
-    h = sub.add_parser("hw", help="the RTL: generate, build with Verilator, synthesize with Yosys")
-    h.add_argument("action", choices=["gen", "build", "synth"])
+    h = sub.add_parser("hw", help="the RTL: generate, build with Verilator, synthesize with Yosys, place and "
+                                  "route on an ECP5 with nextpnr (pnr)")
+    h.add_argument("action", choices=["gen", "build", "synth", "pnr"])
     h.add_argument("--config", help=CONFIG_HELP)
     h.add_argument("-o", "--output", default="rtl_out", help="gen: output folder")
     h.add_argument("--trace", choices=["fst", "vcd"], help="build: a model that can write waveforms")
