@@ -36,6 +36,7 @@ from vtakit.isa.config import HwConfig
 
 PNR_VERSION = "1"
 DEVICE = ("--85k", "LFE5U-85F")
+PACKAGE = "CABGA756"      # out of context no pin is used; the package only fixes the die's grid
 SEED = 1
 
 
@@ -72,7 +73,7 @@ def pnr(cfg: HwConfig, *, timeout_s: float = 7200.0) -> PnrResult:
     h.update(package_text(cfg).encode())
     for name in SOURCES:
         h.update((RTL_DIR / name).read_bytes())
-    h.update(f"{DEVICE[0]} {SEED} {cfg.clock_mhz}".encode())
+    h.update(f"{DEVICE[0]} {PACKAGE} {SEED} {cfg.clock_mhz}".encode())
     out = cache_root() / "pnr" / f"{cfg.label}-ecp5-{h.hexdigest()[:16]}"
     result = out / "result.json"
     with locked(out):
@@ -104,7 +105,7 @@ def _run(cfg: HwConfig, out: Path, timeout_s: float) -> dict:
     ]) + "\n")
     synth_s = _tool(yosys_command() + ["-q", "-l", "../synth.log", "../synth.ys"], src,
                     f"Yosys synth_ecp5 of {cfg.label}", out / "synth.log", timeout_s)
-    pnr_s = _tool(nextpnr_command() + [DEVICE[0], "--json", "netlist.json", "--freq", f"{cfg.clock_mhz:g}",
+    pnr_s = _tool(nextpnr_command() + [DEVICE[0], "--package", PACKAGE, "--json", "netlist.json", "--freq", f"{cfg.clock_mhz:g}",
                                        "--out-of-context", "--timing-allow-fail", "--seed", str(SEED),
                                        "--report", "report.json", "-q", "-l", "pnr.log"], out,
                   f"nextpnr-ecp5 of {cfg.label}", out / "pnr.log", timeout_s)
@@ -121,14 +122,14 @@ def parse_report(report: dict) -> dict:
     if clock is None:
         raise RtlError("nextpnr's report has no clock")
     logic = routing = 0.0
-    for path in report.get("critical_paths", []):
-        if re.sub(r"\$.*", "", path.get("from", "")) == "clk" or len(report["critical_paths"]) == 1:
-            for step in path.get("path", []):
-                if step.get("type") == "routing":
-                    routing += step.get("delay", 0.0)
-                else:
-                    logic += step.get("delay", 0.0)
-            break
+    paths = report.get("critical_paths", [])
+    path = next((p for p in paths if p.get("from", "").split()[-1:] == ["clk"]
+                 and p.get("to", "").split()[-1:] == ["clk"]), paths[0] if paths else {})
+    for step in path.get("path", []):      # clk-to-q, logic and setup are the cells' part
+        if step.get("type") == "routing":
+            routing += step.get("delay", 0.0)
+        else:
+            logic += step.get("delay", 0.0)
     used = {k: v["used"] for k, v in report.get("utilization", {}).items() if v.get("used")}
     return {"fmax_mhz": round(clock["achieved"], 1), "critical_ns": round(1000.0 / clock["achieved"], 2),
             "logic_ns": round(logic, 2), "routing_ns": round(routing, 2), "cells": used}

@@ -95,3 +95,18 @@ def test_timing_is_cached_and_scaled_for_ultrascale(tmp_path, monkeypatch):
     runs = _fake_yosys.runs
     assert timing(HwConfig.preset("pynq")).to_dict() == pynq.to_dict() and _fake_yosys.runs == runs
     assert NET_DELAY_NS == 0.5
+
+
+def test_hw_synth_prints_the_estimate(tmp_path, monkeypatch, capsys):
+    from vtakit.cli import main
+
+    monkeypatch.setenv("VTAKIT_CACHE", str(tmp_path))
+    monkeypatch.setattr(synth, "_run_yosys", _fake_yosys)
+    _fake_yosys.runs = 0
+    assert main(["hw", "synth", "--config", "pynq"]) == 0
+    out = capsys.readouterr().out
+    assert "logic delay 3.51 ns over 5 levels" in out and "fmax ~154 MHz" in out and "+3.49 ns" in out
+    assert main(["hw", "synth", "--config", "pynq", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["timing"]["meets"] is True
+    assert main(["hw", "synth", "--config", "pynq", "--json", "--no-timing"]) == 0
+    assert "timing" not in json.loads(capsys.readouterr().out)
