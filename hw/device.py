@@ -19,7 +19,8 @@ import numpy as np
 from vtakit.errors import DeadlockError, DeviceTimeout, SimError
 from vtakit.hw.build import build, trace_format
 from vtakit.isa.config import HwConfig
-from vtakit.sim.decoded import check_dram, decode_for_sim, static_counters
+from vtakit.isa import MemId, Opcode
+from vtakit.sim.decoded import DecodedProgram, check_dram, decode_for_sim, static_counters
 from vtakit.sim.stats import RunStats
 from vtakit.isa.arith import round_up
 
@@ -68,6 +69,25 @@ def load_harness(path: Path) -> ctypes.CDLL:
         lib.vta_step.restype = ctypes.c_int
         _libs[key] = lib
     return _libs[key]
+
+
+def dram_overrun_index(prog: DecodedProgram, addr: int, dram_bytes: int) -> int | None:
+    """The LOAD or STORE whose DRAM bytes reach past `dram_bytes` and cover `addr` (the harness's
+    AXI slave sees addresses, not instructions); else the first one that reaches past the end."""
+    mem = prog.mem
+    first = None
+    for i in np.flatnonzero(np.isin(prog.opcode, (Opcode.LOAD, Opcode.STORE))):
+        m = int(mem["mem_id"][i])
+        if m not in MemId._value2member_map_:
+            continue
+        eb = prog.cfg.elem_bytes(m)
+        start = int(mem["dram_base"][i]) * eb
+        end = start + ((int(mem["y_size"][i]) - 1) * int(mem["x_stride"][i]) + int(mem["x_size"][i])) * eb
+        if end > dram_bytes and int(mem["y_size"][i]) and int(mem["x_size"][i]):
+            if start <= addr < end:
+                return int(i)
+            first = int(i) if first is None else first
+    return first
 
 
 class RtlDevice:
@@ -144,8 +164,10 @@ class RtlDevice:
                            mnemonic=prog.mnemonic(index) if prog is not None and index < prog.n else None)
         if status == RUN_MEM_ERROR:
             self._reset()
+            index = dram_overrun_index(prog, bad_addr.value, self.dram.size) if prog is not None else None
             raise SimError(f"RTL: DRAM access at byte {bad_addr.value:#x} beyond the {self.dram.size:#x}-byte "
-                           f"DRAM", field="dram_base")
+                           f"DRAM", field="dram_base", insn_index=index,
+                           mnemonic=prog.mnemonic(index) if index is not None else None)
         if status == RUN_HANG:
             self._reset()
             self._diagnose_hang(insn_addr, insn_count, cycles.value)

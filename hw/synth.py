@@ -11,11 +11,13 @@ part's family, like the Verilator builds.
 Counting rules: LUT counts logic LUTs plus the LUTs distributed RAMs and shift
 registers occupy; FF counts every flip-flop primitive; BRAM36 counts RAMB36 as
 one and RAMB18 as a half; DSP counts DSP48E1/E2 slices.  This is Yosys's mapping,
-not Vivado's: expect Vivado within some percent either way, and no timing figure.
+not Vivado's: expect Vivado within some percent either way.  The mapped netlist stays in
+the cache for hw.timing's static timing analysis.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import shutil
@@ -31,7 +33,7 @@ from vtakit.hw.build import cache_root, locked
 from vtakit.hw.gen import RTL_DIR, SOURCES, generate, package_text
 from vtakit.isa.config import HwConfig
 
-SYNTH_VERSION = "1"
+SYNTH_VERSION = "2"   # 2: the mapped netlist (netlist.json.gz) is kept for hw.timing
 
 
 @dataclass(frozen=True)
@@ -108,20 +110,30 @@ def count_resources(cells: dict[str, int]) -> dict[str, float]:
     return {"lut": int(lut), "ff": int(ff), "bram36": float(bram), "dsp": int(dsp)}
 
 
-def synth(cfg: HwConfig, part: str | None = None, *, timeout_s: float = 3600.0) -> SynthResult:
-    """Synthesize `cfg` for `part` (default: its board's) and report what it uses."""
-    p = part_for(cfg, part)
+def synth_dir(cfg: HwConfig, family: str) -> Path:
+    """The cache folder of `cfg`'s netlist for a device family, keyed by what reaches Yosys."""
     h = hashlib.sha256(SYNTH_VERSION.encode())
     h.update(package_text(cfg).encode())
     for name in SOURCES:
         h.update((RTL_DIR / name).read_bytes())
-    h.update(p.family.encode())
-    out = cache_root() / "synth" / f"{cfg.label}-{p.family}-{h.hexdigest()[:16]}"
-    cells_file = out / "cells.json"
+    h.update(family.encode())
+    return cache_root() / "synth" / f"{cfg.label}-{family}-{h.hexdigest()[:16]}"
+
+
+def synthesized(cfg: HwConfig, p: Part, timeout_s: float = 3600.0) -> Path:
+    """The cache folder holding `cfg`'s synthesis for `p`'s family (running Yosys once if needed):
+    cells.json (primitive counts, Yosys's run time) and netlist.json.gz (the mapped netlist)."""
+    out = synth_dir(cfg, p.family)
     with locked(out):
-        if not cells_file.exists():
+        if not (out / "cells.json").exists():
             _run_yosys(cfg, p, out, timeout_s)
-    record = json.loads(cells_file.read_text())
+    return out
+
+
+def synth(cfg: HwConfig, part: str | None = None, *, timeout_s: float = 3600.0) -> SynthResult:
+    """Synthesize `cfg` for `part` (default: its board's) and report what it uses."""
+    p = part_for(cfg, part)
+    record = json.loads((synthesized(cfg, p, timeout_s) / "cells.json").read_text())
     used = count_resources(record["cells"])
     over = tuple(k for k in ("lut", "ff", "bram36", "dsp") if used[k] > getattr(p, k))
     return SynthResult(config=cfg.label, part=p.name, fits=not over, over=over,
@@ -148,6 +160,8 @@ def _run_yosys(cfg: HwConfig, p: Part, out: Path, timeout_s: float) -> None:
         "read_verilog -sv " + " ".join(f.name for f in files),
         f"synth_xilinx -family {p.family} -top vta_top -flatten",
         "tee -q -o ../stat.json stat -json -top vta_top",
+        "select *",                                   # the design's modules, not the cell library
+        "write_json -selected ../netlist.json",
     ]) + "\n")
     t0 = time.perf_counter()
     try:
@@ -162,6 +176,9 @@ def _run_yosys(cfg: HwConfig, p: Part, out: Path, timeout_s: float) -> None:
         raise RtlError(f"Yosys synthesis of {cfg.label} failed: {first.strip()}", log_tail=log)
     stat = json.loads((out / "stat.json").read_text())
     cells = _design_cells(stat)
+    with open(out / "netlist.json", "rb") as src_f, gzip.open(out / "netlist.json.gz", "wb", compresslevel=5) as dst:
+        shutil.copyfileobj(src_f, dst)
+    (out / "netlist.json").unlink()
     (out / "cells.json").write_text(json.dumps({"cells": cells, "seconds": round(time.perf_counter() - t0, 1)}))
 
 

@@ -38,6 +38,8 @@ RTL_FREE_FIELDS = ("target", "clock_mhz", "mem_latency")
 """HwConfig fields that do not reach the RTL package: configurations differing only here share a netlist."""
 RESOURCES = ("lut", "ff", "bram36", "dsp")
 MEASURED = ("cycles", "latency_ms", "utilization", "gops", "tuned_layers")
+TIMING = ("logic_ns", "routed_ns", "fmax_mhz", "clock_ok", "achievable_mhz", "latency_ms_achievable",
+          "critical_path")
 JOB_LOG = "jobs.jsonl"
 
 
@@ -142,18 +144,28 @@ def measure_point(network: str, cfg: HwConfig, images: int, seed: int,
 
 
 def synthesize_netlist(cfg: HwConfig, parts: tuple[str, ...], timeout_s: float = 3600.0) -> dict[str, Any]:
-    """Yosys resources of `cfg` (one run; the parts share a family) and its fit on each part."""
-    from vtakit.hw.synth import synth
+    """Yosys resources of `cfg` (one run; the parts share a family), its fit on each part and, for
+    the xc7 family, the static timing estimate (hw.timing)."""
+    from vtakit.hw.synth import PARTS, synth
+    from vtakit.hw.timing import analysis
 
     try:
         t0 = time.perf_counter()
         results = [synth(cfg, part, timeout_s=timeout_s) for part in parts]
+        t1 = time.perf_counter()
+        # the static timing runs on the xc7 netlist (the family with cell delays): in that job only
+        timed = analysis(cfg, timeout_s=timeout_s) if PARTS[parts[0]].family == "xc7" else None
     except Exception as e:  # noqa: BLE001
         return _failure("synth", e)
     first = results[0]
-    return {"netlist": cfg.label, **{k: getattr(first, k) for k in RESOURCES},
-            "fits": {r.part: list(r.over) for r in results},
-            "yosys_s": first.seconds, "seconds": {"synth": round(time.perf_counter() - t0, 1)}}
+    out = {"netlist": cfg.label, **{k: getattr(first, k) for k in RESOURCES},
+           "fits": {r.part: list(r.over) for r in results},
+           "yosys_s": first.seconds, "seconds": {"synth": round(t1 - t0, 1)}}
+    if timed is not None:
+        out["timing"] = {"logic_ns": timed["logic"]["ns"], "routed_ns": timed["routed"]["ns"],
+                         "critical_path": f"{timed['routed']['start']} -> {timed['routed']['end']}"}
+        out["seconds"]["timing"] = round(time.perf_counter() - t1, 1)
+    return out
 
 
 # ------------------------------------------------------------------ plan
@@ -215,7 +227,7 @@ def _plan(network: str, points: Sequence[DesignPoint], *, synth: bool, parts: tu
                 wire["synth_error"] = _failure("synth", e)["failed"]
             else:
                 for fam, fam_parts in families.items():
-                    skey = f"synth|{hashlib.sha256(_rtl_body(rtl_cfg).encode()).hexdigest()[:16]}|{fam}|" \
+                    skey = f"synth2|{hashlib.sha256(_rtl_body(rtl_cfg).encode()).hexdigest()[:16]}|{fam}|" \
                            f"{','.join(fam_parts)}"
                     cost = 10.0 + rtl_cfg.peak_macs_per_cycle / 8  # Yosys time grows with the GEMM core
                     jobs.setdefault(skey, Job(skey, "synth", synthesize_netlist, (rtl_cfg, fam_parts, synth_timeout_s),
@@ -341,6 +353,7 @@ def _record(p: DesignPoint, wire: dict | None, results: dict[str, dict], images:
         for k in RESOURCES:
             rec[k + suffix] = None
     if families:
+        rec.update(dict.fromkeys(TIMING))
         rec["netlist"] = ""
         rec.update({f"fits_{name}": "" for name in parts})
         rec["smallest_part"] = ""
@@ -358,6 +371,8 @@ def _record(p: DesignPoint, wire: dict | None, results: dict[str, dict], images:
             rec["netlist"] = synthesized["netlist"]
             for name, over in synthesized["fits"].items():
                 rec[f"fits_{name}"] = "yes" if not over else "over: " + " ".join(over)
+            if "timing" in synthesized:
+                rec.update(_timing_fields(synthesized["timing"], rec, PARTS[part].family))
         fitting = [n for n in sorted(parts, key=lambda n: (PARTS[n].lut, PARTS[n].bram36, PARTS[n].dsp))
                    if rec[f"fits_{n}"] == "yes"]
         if wire["synth"] and not any("synth" == f["stage"] for f in failures):
@@ -368,6 +383,22 @@ def _record(p: DesignPoint, wire: dict | None, results: dict[str, dict], images:
         rec["reason"] = "; ".join(f["reason"] for f in failures)
     rec["pareto"] = False
     return rec
+
+
+def _timing_fields(t: dict, rec: dict, family: str) -> dict[str, Any]:
+    """Estimated fmax on the primary part's family, the clock the point can run at and its
+    latency there (hw.timing: 7-series delays, scaled for UltraScale+)."""
+    from vtakit.hw.timing import XCUP_SCALE
+
+    scale = XCUP_SCALE if family == "xcup" else 1.0
+    fmax = 1000.0 / (t["routed_ns"] * scale)
+    asked = rec["clock_mhz"]
+    achievable = min(asked, fmax)
+    latency = rec.get("latency_ms")
+    return {"logic_ns": round(t["logic_ns"] * scale, 2), "routed_ns": round(t["routed_ns"] * scale, 2),
+            "fmax_mhz": round(fmax, 1), "clock_ok": asked <= fmax, "achievable_mhz": round(achievable, 1),
+            "latency_ms_achievable": round(latency * asked / achievable, 6) if latency is not None else None,
+            "critical_path": t["critical_path"]}
 
 
 def pareto_front(records: Sequence[dict], keys: Sequence[str]) -> list[int]:
@@ -385,6 +416,9 @@ def pareto_front(records: Sequence[dict], keys: Sequence[str]) -> list[int]:
 def mark_pareto(records: Sequence[dict]) -> tuple[dict, ...]:
     """Set `pareto` on the records nondominated in latency and every resource (latency alone without synth)."""
     have_resources = any(r.get("lut") is not None for r in records)
-    keys = ("latency_ms", *(k for k in RESOURCES if k != "ff")) if have_resources else ("latency_ms",)
+    # with a timing estimate, latency at the clock the point can reach (min of asked and estimated)
+    lat = "latency_ms_achievable" if any(r.get("latency_ms_achievable") is not None for r in records) \
+        else "latency_ms"
+    keys = (lat, *(k for k in RESOURCES if k != "ff")) if have_resources else (lat,)
     front = set(pareto_front(records, keys))
     return tuple({**r, "pareto": r["index"] in front} for r in records)

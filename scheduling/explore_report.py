@@ -39,14 +39,20 @@ def write_csv(result: ExploreResult, path: str | Path) -> Path:
     return path
 
 
-def _label_groups(pts: Sequence[dict], key: str) -> dict[tuple[float, float], list[int]]:
+def _latency_key(records: Sequence[dict]) -> str:
+    """Latency at the achievable clock when the points have a timing estimate, else at the asked one."""
+    return "latency_ms_achievable" if any(r.get("latency_ms_achievable") is not None for r in records) \
+        else "latency_ms"
+
+
+def _label_groups(pts: Sequence[dict], key: str, lat: str = "latency_ms") -> dict[tuple[float, float], list[int]]:
     """Points that would print on top of each other (within 2 % of the axes' spans) share one label."""
-    xs, ys = [r[key] for r in pts], [math.log(r["latency_ms"]) for r in pts]
+    xs, ys = [r[key] for r in pts], [math.log(r[lat]) for r in pts]
     dx, dy = (max(xs) - min(xs)) or 1.0, (max(ys) - min(ys)) or 1.0
     groups: dict[tuple[float, float], list[int]] = {}
     for r, x, y in zip(pts, xs, ys):
         near = next((g for g in groups if abs(g[0] - x) < 0.02 * dx and abs(math.log(g[1]) - y) < 0.02 * dy), None)
-        groups.setdefault(near or (x, r["latency_ms"]), []).append(r["index"])
+        groups.setdefault(near or (x, r[lat]), []).append(r["index"])
     return groups
 
 
@@ -62,15 +68,16 @@ def plot_pareto(result: ExploreResult, path: str | Path) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    lat = _latency_key(pts)
     fig, axes = plt.subplots(1, len(PANELS), figsize=(15, 4.8), sharey=True)
     by_index = {r["index"]: r for r in pts}
     for ax, (key, label) in zip(axes, PANELS):
-        front = sorted((by_index[i] for i in pareto_front(pts, ("latency_ms", key))), key=lambda r: r[key])
-        ax.scatter([r[key] for r in pts], [r["latency_ms"] for r in pts], s=28, color="#9aa5b1",
+        front = sorted((by_index[i] for i in pareto_front(pts, (lat, key))), key=lambda r: r[key])
+        ax.scatter([r[key] for r in pts], [r[lat] for r in pts], s=28, color="#9aa5b1",
                    label="configurations", zorder=2)
-        ax.plot([r[key] for r in front], [r["latency_ms"] for r in front], "-o", color="#d1495b", ms=7,
+        ax.plot([r[key] for r in front], [r[lat] for r in front], "-o", color="#d1495b", ms=7,
                 drawstyle="steps-post", label="Pareto front", zorder=3)
-        for (x, y), indices in _label_groups(pts, key).items():
+        for (x, y), indices in _label_groups(pts, key, lat).items():
             ax.annotate(",".join(f"#{i}" for i in indices), (x, y), fontsize=7, xytext=(4, 3),
                         textcoords="offset points")
         for name in result.parts:  # capacity of each part, where it is in view
@@ -81,7 +88,7 @@ def plot_pareto(result: ExploreResult, path: str | Path) -> Path | None:
                         transform=ax.get_xaxis_transform())
         ax.set_xlabel(f"{label} (Yosys, {PARTS[result.primary_part].family} mapping)")
         ax.grid(True, which="both", alpha=0.3)
-    latencies = [r["latency_ms"] for r in pts]
+    latencies = [r[lat] for r in pts]
     if max(latencies) > 5 * min(latencies):
         from matplotlib.ticker import FuncFormatter
 
@@ -89,7 +96,8 @@ def plot_pareto(result: ExploreResult, path: str | Path) -> Path | None:
         plain = FuncFormatter(lambda v, _: f"{v:g}")
         axes[0].yaxis.set_major_formatter(plain)
         axes[0].yaxis.set_minor_formatter(plain)
-    axes[0].set_ylabel(f"{result.network} latency on the cycle model (ms)")
+    axes[0].set_ylabel(f"{result.network} latency on the cycle model (ms)"
+                       + (", at the achievable clock" if lat != "latency_ms" else ""))
     axes[0].legend(loc="best", fontsize=8, framealpha=0.9)
     fig.suptitle(f"design-space exploration: {result.network}, {len(result.records)} configurations "
                  f"({len(pts)} measured and synthesized)")
@@ -106,14 +114,26 @@ def _fmt(value: Any, spec: str = "") -> str:
     return format(value, spec) if spec else str(value)
 
 
+def _clock_cell(r: dict) -> str:
+    """Estimated fmax, marked when the asked clock exceeds it."""
+    if r.get("fmax_mhz") is None:
+        return "-"
+    return f"{r['fmax_mhz']:.0f}" + ("" if r["clock_ok"] else f" (< {r['clock_mhz']:g}: at {r['achievable_mhz']:.0f})")
+
+
 def _table(records: Sequence[dict], have_resources: bool) -> list[str]:
+    timed = any(r.get("fmax_mhz") is not None for r in records)
     head = ["#", "point", "config", "latency ms", "util %"]
+    if timed:
+        head += ["est. fmax MHz", "latency ms at achievable clock"]
     if have_resources:
         head += ["LUT", "FF", "BRAM36", "DSP", "smallest part", "Pareto"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in records:
         util = 100 * r["utilization"] if r.get("utilization") is not None else None
         row = [str(r["index"]), r["point"], r["config"] or "-", _fmt(r["latency_ms"], ".2f"), _fmt(util, ".1f")]
+        if timed:
+            row += [_clock_cell(r), _fmt(r.get("latency_ms_achievable"), ".2f")]
         if have_resources:
             row += [_fmt(r.get("lut"), ","), _fmt(r.get("ff"), ","), _fmt(r.get("bram36"), "g"),
                     _fmt(r.get("dsp"), ","), _fmt(r.get("smallest_part")), "yes" if r["pareto"] else ""]
@@ -138,23 +158,27 @@ def write_summary(result: ExploreResult, path: str | Path, *, space: str = "", p
                     f"{result.primary_part}'s family; families synthesized: {', '.join(result.families)}); fit checked "
                     f"on {', '.join(result.parts)}." if have_resources else "No synthesis (resources not estimated)."))
     lines += ["", *_table(recs, have_resources), ""]
-    front = sorted((r for r in recs if r["pareto"]), key=lambda r: r["latency_ms"])
-    keys = "latency, LUT, BRAM36 and DSP" if have_resources else "latency"
+    timed = any(r.get("fmax_mhz") is not None for r in recs)
+    lat = "latency_ms_achievable" if timed else "latency_ms"
+    front = sorted((r for r in recs if r["pareto"]), key=lambda r: r[lat])
+    keys = ("latency at the achievable clock" if timed else "latency") + \
+        (", LUT, BRAM36 and DSP" if have_resources else "")
     lines.append(f"## Pareto set ({keys})")
     lines.append("")
     for r in front:
         res = (f", {r['lut']:,} LUT, {r['bram36']:g} BRAM36, {r['dsp']:,} DSP, smallest part "
                f"{r['smallest_part']}") if have_resources else ""
-        lines.append(f"- #{r['index']} {r['point']} ({r['config']}): {r['latency_ms']:.2f} ms{res}")
+        at = f" at {r['achievable_mhz']:g} MHz" if timed else ""
+        lines.append(f"- #{r['index']} {r['point']} ({r['config']}): {r[lat]:.2f} ms{at}{res}")
     if not front:
         lines.append("- none (no point completed)")
     if have_resources:
         lines += ["", "## Fastest configuration per part", ""]
         for name in result.parts:
             fits = [r for r in ok if r.get(f"fits_{name}") == "yes"]
-            best = min(fits, key=lambda r: r["latency_ms"], default=None)
+            best = min(fits, key=lambda r: r[lat], default=None)
             lines.append(f"- {name}: " + (f"#{best['index']} {best['point']} ({best['config']}), "
-                                          f"{best['latency_ms']:.2f} ms" if best else "nothing fits"))
+                                          f"{best[lat]:.2f} ms" if best else "nothing fits"))
     lines += ["", "## Failures", ""]
     for r in failed:
         lines.append(f"- #{r['index']} {r['point']}: {r['failed_stage']}: {r['reason']}")
@@ -167,8 +191,12 @@ def write_summary(result: ExploreResult, path: str | Path, *, space: str = "", p
               ("- Latency is a cycle-model figure; the cycle model agrees with the RTL within 0.25 % on ResNet "
                "layers (README).")]
     if have_resources:
-        lines += [("- Yosys does not place and route: each clock is the configuration's, not a timing-closure "
-                   "result, and LUT counts differ from Vivado's by some percent."),
+        timing_note = ("- Estimated fmax: hw.timing's static timing of the xc7 netlist (7-series -1 cell delays, "
+                       "0.5 ns per net for routing; x 0.6 for UltraScale+), not a place and route; a point whose "
+                       "clock exceeds it is marked and its latency is taken at the estimated fmax (the asked clock "
+                       "stays in the CSV's `clock_mhz`)." if timed else
+                       "- No timing estimate: each clock is the configuration's, not a timing result.")
+        lines += [timing_note, "- LUT counts are Yosys's and differ from Vivado's by some percent.",
                   ("- Configurations differing only in clock, memory latency or board share one netlist "
                    "(the CSV's `netlist` column names the configuration synthesized).")]
     if plot is not None:

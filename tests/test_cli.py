@@ -17,7 +17,17 @@ def test_config(capsys):
     assert main(["config", "1x8", "--json"]) == 0
     assert HwConfig.from_dict(json.loads(capsys.readouterr().out)) == HwConfig.preset("1x8")
     assert main(["config", "pynq"]) == 0
-    assert "acc_depth" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "acc_depth" in out and "RTL: builds (64-bit memory bus)" in out
+
+
+def test_config_states_which_buses_the_rtl_builds(tmp_path, capsys):
+    wide = tmp_path / "wide.json"
+    wide.write_text(HwConfig.preset("pynq").replace(bus_bytes=32, mem_burst_beats=128).to_json())
+    assert main(["config", str(wide)]) == 0
+    assert "RTL: not built: the RTL implements 64- and 128-bit memory buses, not 256-bit" in capsys.readouterr().out
+    assert main(["config", "--list"]) == 0
+    assert "builds 64-bit and 128-bit memory buses" in capsys.readouterr().out
 
 
 def test_asm_disasm_round_trip(tmp_path, capsys):

@@ -126,8 +126,12 @@ struct Sim {
       ReadBurst& rb = reads.front();
       if (++rb.sent == rb.beats) reads.pop_front();
     }
-    if (ar) reads.push_back({ar_addr, ar_len + 1, 0, cycle + latency});
+    if (ar) {
+      reads.push_back({ar_addr, ar_len + 1, 0, cycle + latency});
+      flag_range(ar_addr, ar_len + 1);
+    }
     if (aw) {
+      flag_range(aw_addr_now, 1);   // a write's length is its beats; each beat is checked below
       aw_open = true;
       aw_addr = aw_addr_now;
       w_beats = 0;
@@ -155,6 +159,19 @@ struct Sim {
     }
     cycle++;
   }
+
+  // The slave flags a burst that reaches past the DRAM image when its address is accepted,
+  // so a bad access is reported even if the program reaches FINISH before its data moves.
+  void flag_range(uint64_t addr, uint32_t beats) {
+    uint64_t end = addr + uint64_t(beats) * BUS;
+    if (end > dram_size && !mem_error) {
+      mem_error = true;
+      mem_error_addr = addr < dram_size ? dram_size : addr;
+    }
+  }
+
+  // Memory traffic still in flight (reads not returned, a write not answered).
+  bool mem_busy() const { return !reads.empty() || aw_open || b_wait; }
 
   void lite_write(uint32_t addr, uint32_t value) {
     auto* t = top.get();
@@ -273,6 +290,18 @@ int vta_step(void* h, uint64_t max_cycles, uint64_t hang_cycles, uint64_t* cycle
     if (s->quiet >= hang_cycles) { status = RUN_HANG; break; }
   }
   *cycles = s->cycle - s->begin;
+  // FINISH ends the compute queue, not the others: a LOAD or STORE the program did not
+  // order before it may still be moving.  Let it drain (the run's cycles are counted at
+  // FINISH) so that a bad access in it is still reported.
+  if (status == RUN_FINISHED) {
+    uint64_t quiet = 0;
+    for (uint64_t k = 0; k < max_cycles && quiet < hang_cycles; k++) {
+      s->tick();
+      if (s->top->error) { status = RUN_RTL_ERROR; break; }
+      quiet = (s->top->progress || s->moved || s->mem_busy()) ? 0 : quiet + 1;
+      if (quiet > 2 * uint64_t(s->latency) + 8) break;   // idle: nothing left in flight
+    }
+  }
   *mem_error_addr = s->mem_error_addr;
   // The design flags bad accesses of its DMA engines itself (with the instruction); a
   // bad access it did not notice is still an error.

@@ -149,6 +149,40 @@ def test_unknown_opcode_and_dram_overrun():
     assert e.value.field == "dram_base"
 
 
+# LOADs and STOREs no token orders before FINISH: the program can finish while they move.
+OVERRUNS = [([Load(MemId.WGT, 0, 1 << 20, 1, 1, 1), Finish()], 0),
+            ([Store(MemId.OUT, 0, 1 << 24, 2, 1, 1), Finish()], 0),
+            ([Load(MemId.INP, 0, 0, 1, 1, 1), Load(MemId.WGT, 0, 15, 1, 2, 2), Finish()], 1)]
+
+
+@pytest.mark.parametrize("prevalidate", [True, False])
+@pytest.mark.parametrize("insns, index", OVERRUNS, ids=["load", "store", "load-straddles-end"])
+def test_dram_overrun_names_the_instruction(insns, index, prevalidate):
+    img = _image(insns)
+    with pytest.raises(SimError) as fsim:
+        sim.run_image(img, model="functional")
+    dev = RtlDevice(PYNQ, dram=img.dram.copy(), prevalidate=prevalidate)
+    with pytest.raises(SimError) as e:
+        dev.run(img.insn_addr, img.insn_count)
+    assert (e.value.insn_index, e.value.field) == (fsim.value.insn_index, fsim.value.field) == (index, "dram_base")
+    good = _image([Finish()])
+    dev.dram[:good.dram.size] = good.dram
+    assert dev.run(good.insn_addr, good.insn_count).cycles > 0
+
+
+def test_dram_overrun_index_from_address():
+    from vtakit.hw.device import dram_overrun_index
+    from vtakit.sim.decoded import decode_for_sim
+
+    img = _image([Load(MemId.INP, 0, 0, 1, 1, 1), Load(MemId.WGT, 0, 15, 1, 2, 2),
+                  Store(MemId.OUT, 0, 1 << 20, 1, 1, 1), Finish()])
+    prog = decode_for_sim(PYNQ, img.dram, img.insn_addr, img.insn_count)
+    size = img.dram.size
+    assert dram_overrun_index(prog, size, size) == 1                 # the WGT load reaches it
+    assert dram_overrun_index(prog, (1 << 20) * 16, size) == 2       # the store's first byte
+    assert dram_overrun_index(prog, 1 << 40, size) == 1              # no cover: the first overrun
+
+
 def test_prevalidation_reports_before_running():
     img = _image([Load(MemId.INP, 2040, 0, 2, 5, 5), Finish()])
     with pytest.raises(SimError) as e:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 
 import pytest
@@ -13,6 +14,8 @@ from vtakit.scheduling.design_space import parse_space
 from vtakit.scheduling.executor import executor
 from vtakit.scheduling.explore import JOB_LOG, explore, netlist_config, pareto_front
 from vtakit.scheduling.explore_report import write_outputs
+
+from fake_netlists import fake_netlist
 
 # digits_cnn compiles and simulates in well under a second per configuration.
 SMALL_SPACE = """
@@ -191,6 +194,8 @@ def _fake_yosys(cfg, part, out, timeout_s):
     cells = {"LUT6": 80 * macs, "LUT4": 10 * cfg.bus_bytes, "FDRE": 30 * macs, "RAMB36E1": brams,
              "RAMB18E1": 1, "DSP48E1": macs // 2 + 6}
     out.mkdir(parents=True, exist_ok=True)
+    with gzip.open(out / "netlist.json.gz", "wt") as f:
+        json.dump(fake_netlist(5 if macs > 64 else 2), f)
     (out / "cells.json").write_text(json.dumps({"cells": cells, "seconds": 0.0}))
     _fake_yosys.runs.append(cfg.label)
 
@@ -212,6 +217,12 @@ def test_synthesis_is_shared_per_netlist_and_outputs_list_failures(tmp_path, mon
     assert fast["fits_xc7z010"] == "over: lut bram36 dsp" and fast["fits_xc7z020"] == "yes"
     assert fast["smallest_part"] == "xc7z020" and small["smallest_part"] == "xc7z010"
     assert [r["point"] for r in result.records if r["pareto"]] == ["clock_mhz=200", "1x8"]
+    # timing: the pynq netlist reaches 153.5 MHz, so the 200 MHz point is marked and its latency taken there
+    assert slow["fmax_mhz"] == fast["fmax_mhz"] == 153.5 and slow["clock_ok"] and not fast["clock_ok"]
+    assert fast["clock_mhz"] == 200 and fast["achievable_mhz"] == 153.5
+    assert fast["latency_ms_achievable"] == pytest.approx(fast["latency_ms"] * 200 / 153.5, rel=1e-3)
+    assert slow["latency_ms_achievable"] == slow["latency_ms"] and small["clock_ok"]
+    assert fast["critical_path"] == "FDRE src_reg -> FDRE.D dst_reg"
     port = recs["256-bit port"]
     assert port["status"] == "failed" and port["failed_stage"] == "synth" and "256-bit" in port["reason"]
     assert port["latency_ms"] > 0                        # measured all the same
@@ -228,6 +239,7 @@ def test_synthesis_is_shared_per_netlist_and_outputs_list_failures(tmp_path, mon
     assert "## Pareto set" in summary and "#1 clock_mhz=200" in summary
     assert "- #5 256-bit port: synth: the RTL implements 64- and 128-bit memory buses" in summary
     assert "- xc7z010: #2 1x8" in summary
+    assert "| 154 (< 200: at 154) |" in summary and rows[1]["clock_mhz"] == "200"
 
 
 # ------------------------------------------------------------------ the command line
@@ -265,4 +277,7 @@ parts = ["xc7z020"]
         result = explore("digits_cnn", space.points, ex, tmp_path, parts=space.options.parts)
     a, b = result.records
     assert a["status"] == b["status"] == "ok" and a["lut"] == b["lut"] > 1000 and a["dsp"] == b["dsp"] > 0
-    assert a["fits_xc7z020"] == "yes" and b["pareto"] and not a["pareto"]
+    assert a["fits_xc7z020"] == "yes" and a["fmax_mhz"] == b["fmax_mhz"] > 0 and a["critical_path"]
+    # the front ranks latency at min(asked clock, estimated fmax): above the fmax the clocks tie
+    assert b["pareto"] and a["pareto"] == (a["achievable_mhz"] == b["achievable_mhz"])
+    assert b["clock_ok"] == (150 <= b["fmax_mhz"])

@@ -12,7 +12,9 @@ from vtakit.errors import VtaError
 def _results_table(result) -> Table:
     have_resources = any(r.get("lut") is not None for r in result.records)
     t = Table(title=f"vtakit explore: {result.network}")
+    timed = any(r.get("fmax_mhz") is not None for r in result.records)
     cols = ["#", "point", "latency ms", "util %"]
+    cols += ["est. fmax", "ms at achievable clock"] if timed else []
     cols += ["LUT", "BRAM36", "DSP", "smallest part"] if have_resources else []
     for c in cols + ["Pareto", "status"]:
         t.add_column(c, justify="left" if c in ("point", "status", "smallest part") else "right")
@@ -20,6 +22,10 @@ def _results_table(result) -> Table:
         row = [str(r["index"]), r["point"],
                f"{r['latency_ms']:.2f}" if r["latency_ms"] is not None else "",
                f"{100 * r['utilization']:.1f}" if r["utilization"] is not None else ""]
+        if timed:
+            fmax = r.get("fmax_mhz")
+            row += ["" if fmax is None else f"{fmax:.0f}" if r["clock_ok"] else f"[red]{fmax:.0f} < {r['clock_mhz']:g}[/]",
+                    f"{r['latency_ms_achievable']:.2f}" if r.get("latency_ms_achievable") is not None else ""]
         if have_resources:
             row += [f"{r['lut']:,}" if r.get("lut") is not None else "",
                     f"{r['bram36']:g}" if r.get("bram36") is not None else "",
@@ -61,7 +67,9 @@ def cmd_explore(args) -> int:
                          tuning_logs=args.tuning_log or (), resume=not args.fresh)
     files = write_outputs(result, args.output, space=str(args.space))
     console.print(_results_table(result))
-    front = [f"#{r['index']}" for r in sorted(result.records, key=lambda r: r["latency_ms"] or 0) if r["pareto"]]
+    lat = "latency_ms_achievable" if any(r.get("latency_ms_achievable") is not None for r in result.records) \
+        else "latency_ms"
+    front = [f"#{r['index']}" for r in sorted(result.records, key=lambda r: r[lat] or 0) if r["pareto"]]
     failed = sum(r["status"] != "ok" for r in result.records)
     console.print(f"Pareto set: {', '.join(front) or 'empty'}; {failed} failed; {result.wall_s:.0f} s"
                   + (f" ({result.reused_jobs} jobs from the earlier run's log)" if result.reused_jobs else ""))

@@ -1,4 +1,4 @@
-"""The hardware commands of the `vtakit` command line: `hw gen|build|synth` and `cosim`."""
+"""The hardware commands of the `vtakit` command line: `hw gen|build|synth|pnr` and `cosim`."""
 
 from __future__ import annotations
 
@@ -28,13 +28,24 @@ def cmd_hw(args) -> int:
         console.print(f"config {cfg.label}: Verilator model (lint -Wall clean) at {lib} "
                       f"({time.perf_counter() - t0:.1f} s, cached by sources and config)")
         return 0
+    if args.action == "pnr":
+        return _pnr(cfg, args.json)
     from vtakit.hw.synth import synth
 
     with console.status(f"Yosys synth_xilinx of {cfg.label} (minutes on first run, cached after)"):
         result = synth(cfg, args.part)
+    est = None
+    if not args.no_timing:
+        from vtakit.hw.timing import timing
+
+        with console.status(f"static timing of {cfg.label} (an xc7 synthesis if not cached)"):
+            est = timing(cfg, args.part)
     if args.json:
-        print(json.dumps({k: getattr(result, k) for k in ("lut", "ff", "bram36", "dsp", "fits")}
-                         | {"config": result.config, "part": result.part}, indent=2))
+        out = {k: getattr(result, k) for k in ("lut", "ff", "bram36", "dsp", "fits")} \
+            | {"config": result.config, "part": result.part}
+        if est is not None:
+            out["timing"] = est.to_dict()
+        print(json.dumps(out, indent=2))
         return 0
     from vtakit.hw.synth import PARTS
 
@@ -47,8 +58,38 @@ def cmd_hw(args) -> int:
         table.add_row(label, f"{used:g}", f"{avail:,}", f"{100 * used / avail:.1f}")
     console.print(table)
     verdict = "[green]fits[/]" if result.fits else f"[red]does not fit[/] ({', '.join(result.over)})"
-    console.print(f"{verdict}; Yosys ran {result.seconds:.0f} s (no timing analysis: Yosys does not place "
-                  f"and route)")
+    console.print(f"{verdict}; Yosys ran {result.seconds:.0f} s")
+    if est is not None:
+        _print_timing(est)
+    return 0
+
+
+def _print_timing(est) -> None:
+    from vtakit.hw.timing import NET_DELAY_NS, XCUP_SCALE
+
+    basis = "7-series -1 cell delays" if est.scale == 1.0 else f"7-series -1 cell delays x {XCUP_SCALE}"
+    console.print(f"timing ({basis}, hw/timing.py): logic delay {est.logic_ns:.2f} ns over {est.levels} levels, "
+                  f"{est.start} -> {est.end}")
+    colour = "green" if est.meets else "red"
+    console.print(f"routed estimate ({NET_DELAY_NS} ns per net) {est.routed_ns:.2f} ns: fmax ~{est.fmax_mhz:.0f} MHz; "
+                  f"at {est.clock_mhz:g} MHz slack [{colour}]{est.slack_ns:+.2f} ns[/] "
+                  f"({est.routed_start} -> {est.routed_end})")
+
+
+def _pnr(cfg, as_json: bool) -> int:
+    from vtakit.hw.pnr import pnr
+
+    with console.status(f"Yosys synth_ecp5 + nextpnr-ecp5 of {cfg.label} (tens of minutes on first run, cached after)"):
+        r = pnr(cfg)
+    if as_json:
+        print(json.dumps(r.to_dict(), indent=2))
+        return 0
+    colour = "green" if r.fmax_mhz >= r.clock_mhz else "red"
+    console.print(f"config {cfg.label} on the {r.device} (nextpnr-ecp5, out of context, a Lattice part: a second "
+                  f"opinion, not a Xilinx figure): post-route fmax [{colour}]{r.fmax_mhz:.1f} MHz[/] "
+                  f"(asked {r.clock_mhz:g}); critical path {r.critical_ns:.2f} ns = {r.logic_ns:.2f} logic + "
+                  f"{r.routing_ns:.2f} routing; Yosys {r.synth_s:.0f} s, nextpnr {r.pnr_s:.0f} s")
+    console.print("used: " + ", ".join(f"{k} {v:,}" for k, v in sorted(r.cells.items())))
     return 0
 
 
@@ -84,13 +125,15 @@ def cmd_cosim(args) -> int:
 
 
 def register(sub) -> None:
-    h = sub.add_parser("hw", help="the RTL: generate, build with Verilator, synthesize with Yosys")
-    h.add_argument("action", choices=["gen", "build", "synth"])
+    h = sub.add_parser("hw", help="the RTL: generate, build with Verilator, synthesize with Yosys, place and "
+                                  "route on an ECP5 with nextpnr (pnr)")
+    h.add_argument("action", choices=["gen", "build", "synth", "pnr"])
     h.add_argument("--config", help=CONFIG_HELP)
     h.add_argument("-o", "--output", default="rtl_out", help="gen: output folder")
     h.add_argument("--trace", choices=["fst", "vcd"], help="build: a model that can write waveforms")
     h.add_argument("--part", help="synth: Xilinx part (default: the config's board)")
-    h.add_argument("--json", action="store_true", help="synth: print lut, ff, bram36, dsp, fits as JSON")
+    h.add_argument("--json", action="store_true", help="synth: print lut, ff, bram36, dsp, fits (and timing) as JSON")
+    h.add_argument("--no-timing", action="store_true", help="synth: resources only, no static timing estimate")
     h.set_defaults(func=cmd_hw)
 
     c = sub.add_parser("cosim", help="run a program image on the functional model, the cycle model and the RTL")

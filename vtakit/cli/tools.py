@@ -18,15 +18,32 @@ SIM_DEVICES = ["cycle", "functional", "sim", "fsim", "rtl"]
 def cmd_config(args) -> int:
     from vtakit.report import config_table, presets_table
 
+    from vtakit.hw.gen import SUPPORTED_BUS_BYTES
+
+    buses = " and ".join(f"{b * 8}-bit" for b in SUPPORTED_BUS_BYTES)
     if args.list:
         console.print(presets_table(PRESETS))
+        console.print(f"The RTL (vtakit hw) builds {buses} memory buses; the simulators take any width.")
         return 0
     cfg = load_config(args.name)
     if args.json:
         print(cfg.to_json(), end="")
     else:
         console.print(config_table(cfg))
+        console.print(rtl_support(cfg))
     return 0
+
+
+def rtl_support(cfg) -> str:
+    """Whether the RTL builds `cfg`: it implements some memory-bus widths only (hw.gen)."""
+    from vtakit.errors import RtlError
+    from vtakit.hw.gen import check_supported
+
+    try:
+        check_supported(cfg)
+    except RtlError as e:
+        return f"RTL: not built: {e} (the simulators and the compiler take it)"
+    return f"RTL: builds ({cfg.bus_bytes * 8}-bit memory bus)"
 
 
 def cmd_asm(args) -> int:
