@@ -14,7 +14,7 @@ from vtakit.hw.sta import Netlist, critical_path, dsp48e1_model, parse_specify, 
 from vtakit.hw.timing import NET_DELAY_NS, XCUP_SCALE, timing
 from vtakit.isa.config import HwConfig
 
-from fake_netlists import fake_netlist
+from tests.support.fake_netlists import fake_netlist
 
 
 def test_library_has_the_7_series_delays():

@@ -15,7 +15,7 @@ from vtakit.scheduling.executor import executor
 from vtakit.scheduling.explore import JOB_LOG, explore, netlist_config, pareto_front
 from vtakit.scheduling.explore_report import write_outputs
 
-from fake_netlists import fake_netlist
+from tests.support.fake_netlists import fake_netlist
 
 # digits_cnn compiles and simulates in well under a second per configuration.
 SMALL_SPACE = """
