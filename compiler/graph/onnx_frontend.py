@@ -123,6 +123,9 @@ class _Importer:
         overrides = dict(input_shapes or {})
         bind = dict(bind or {})
         self.defaulted: list[str] = []
+        data_inputs = [vi for vi in g.input if vi.name not in self.graph.consts]
+        if "" in bind and data_inputs:  # an unnamed sample binds the first input
+            bind[data_inputs[0].name] = bind.pop("")
         for vi in g.input:
             if vi.name in self.graph.consts:
                 continue

@@ -13,8 +13,11 @@ from vtakit.compiler.graph.ops.registry import OpDef, Precision, fail, register,
 def _convert_identity(imp, n, name: str, at: dict) -> None:
     op, outs = n.op_type, list(n.output)
     if op == "Dropout":
-        if len(outs) > 1 and outs[1]:
-            raise CompileError("Dropout's mask output is not supported", node=name, op=op)
+        if len(outs) > 1 and outs[1]:  # inference keeps every value: the mask is all true
+            read = any(outs[1] in m.input for m in imp.model.graph.node) or \
+                outs[1] in {o.name for o in imp.model.graph.output}
+            if read:
+                imp.set_const(outs[1], np.ones(imp.graph.tensors[n.input[0]].shape, bool))
         training = imp.const_input(n, name, 2, "Dropout training_mode")
         if training is not None and bool(training):
             raise CompileError("training-mode Dropout is not supported", node=name, op=op)
