@@ -20,6 +20,7 @@ from vtakit.compiler import cpu
 from vtakit.compiler.graph.ir import Graph, Node
 from vtakit.compiler.graph.ops import op_def
 from vtakit.compiler.graph.ops.elementwise import clip_bound
+from vtakit.compiler.graph.ops.registry import contiguous
 from vtakit.compiler.graph.ops.quant import dequantize_linear as _dequantize_linear  # noqa: F401
 from vtakit.compiler.graph.ops.quant import quantize_linear as _quantize_linear  # noqa: F401
 
@@ -60,7 +61,7 @@ def check_feeds(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndar
                 v = v.astype(np.float32)
             else:
                 raise CompileError(f"input {name!r} is {v.dtype}, the model expects {info.dtype}")
-        out[name] = np.ascontiguousarray(v)
+        out[name] = contiguous(v)
     extra = sorted(set(feeds) - set(graph.inputs))
     if extra:
         raise CompileError(f"unknown inputs {extra} (inputs: {graph.inputs})")

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from vtakit.errors import CompileError
+from vtakit.compiler.graph.ops.registry import contiguous
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.ops import IMPORTS, ONNX_PRECISION, OPS, Precision, onnx_def
 from vtakit.compiler.graph.ops.reference import NONDETERMINISTIC, attrs_to_ir, evaluate
@@ -196,7 +197,7 @@ class _Importer:
         return self.graph.consts[n.input[idx]]
 
     def set_const(self, name: str, value: np.ndarray) -> None:
-        value = np.ascontiguousarray(value)
+        value = contiguous(value)
         self.graph.consts[name] = value
         self.graph.tensors[name] = TensorInfo(tuple(int(s) for s in value.shape), value.dtype.name)
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
-from vtakit.compiler.graph.ops.registry import OpDef, Precision, fail, register, same, text
+from vtakit.compiler.graph.ops.registry import contiguous, OpDef, Precision, fail, register, same, text
 
 
 def _convert_identity(imp, n, name: str, at: dict) -> None:
@@ -158,7 +158,7 @@ def _run_pad_mode(node: Node, args: list, k) -> np.ndarray:
     crop = tuple(slice(max(-pads[d], 0), x.shape[d] - max(-pads[d + r], 0)) for d in range(r))
     x = x[crop]
     widths = [(max(pads[d], 0), max(pads[d + r], 0)) for d in range(r)]
-    return np.ascontiguousarray(np.pad(x, widths, mode={"edge": "edge", "reflect": "reflect", "wrap": "wrap"}[mode]))
+    return contiguous(np.pad(x, widths, mode={"edge": "edge", "reflect": "reflect", "wrap": "wrap"}[mode]))
 
 
 register(OpDef("Identity", same, lambda n, a, k: a[0], Precision.NEUTRAL, ("Identity", "Dropout"), _convert_identity,

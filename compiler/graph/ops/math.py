@@ -12,7 +12,7 @@ from scipy import special
 
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
-from vtakit.compiler.graph.ops.registry import OpDef, Precision, broadcast, register, text
+from vtakit.compiler.graph.ops.registry import contiguous, OpDef, Precision, broadcast, register, text
 from vtakit.compiler.graph.ops.elementwise import infer_binary
 
 _F = np.float32
@@ -108,7 +108,7 @@ COMPARE = ("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "
 def _run_unary(node: Node, args: list, k) -> np.ndarray:
     x = np.asarray(args[0])
     y = UNARY[node.op][0](x, node.attrs)
-    return np.ascontiguousarray(y.astype(x.dtype) if y.dtype != np.bool_ else y)
+    return contiguous(y.astype(x.dtype) if y.dtype != np.bool_ else y)
 
 
 def _infer_unary(node: Node, g: Graph) -> list[TensorInfo]:
@@ -119,7 +119,7 @@ def _infer_unary(node: Node, g: Graph) -> list[TensorInfo]:
 def _run_binary(node: Node, args: list, k) -> np.ndarray:
     a, b = np.asarray(args[0]), np.asarray(args[1])
     y = BINARY[node.op](a, b)
-    return np.ascontiguousarray(y if y.dtype == np.bool_ else y.astype(a.dtype))
+    return contiguous(y if y.dtype == np.bool_ else y.astype(a.dtype))
 
 
 def _infer_binary_typed(node: Node, g: Graph) -> list[TensorInfo]:
@@ -155,7 +155,7 @@ def _convert_cast(imp, n, name: str, at: dict) -> None:
 
 
 def _run_cast(node: Node, args: list, k) -> np.ndarray:
-    return np.ascontiguousarray(np.asarray(args[0]).astype(node.attrs["to"]))
+    return contiguous(np.asarray(args[0]).astype(node.attrs["to"]))
 
 
 for _op, (_fn, _spec) in UNARY.items():
@@ -165,11 +165,11 @@ for _op in BINARY:
 register(OpDef("Sum", infer_binary, lambda n, a, k: a[0], None, ("Sum", "Mean"), _convert_variadic,
                (6, 8, 13), doc="imports as Add nodes (Mean: and a Mul)"),
          {"Sum": Precision.INT8, "Mean": Precision.FLOAT})
-register(OpDef("Max", _infer_nary, lambda n, a, k: np.ascontiguousarray(np.maximum.reduce(np.broadcast_arrays(*a))),
+register(OpDef("Max", _infer_nary, lambda n, a, k: contiguous(np.maximum.reduce(np.broadcast_arrays(*a))),
                Precision.FLOAT, ("Max",), _convert_nary, (6, 8, 12, 13), kernel="numpy"))
-register(OpDef("Min", _infer_nary, lambda n, a, k: np.ascontiguousarray(np.minimum.reduce(np.broadcast_arrays(*a))),
+register(OpDef("Min", _infer_nary, lambda n, a, k: contiguous(np.minimum.reduce(np.broadcast_arrays(*a))),
                Precision.FLOAT, ("Min",), _convert_nary, (6, 8, 12, 13), kernel="numpy"))
-register(OpDef("Where", _infer_where, lambda n, a, k: np.ascontiguousarray(np.where(*a)), Precision.FLOAT,
+register(OpDef("Where", _infer_where, lambda n, a, k: contiguous(np.where(*a)), Precision.FLOAT,
                ("Where",), _convert_where, (9, 16), kernel="numpy"))
 register(OpDef("Cast", lambda n, g: [TensorInfo(g.tensors[n.inputs[0]].shape, n.attrs["to"])], _run_cast,
                Precision.FLOAT, ("Cast",), _convert_cast, (6, 9, 13, 19, 21, 23, 24, 25), kernel="numpy"))

@@ -10,7 +10,7 @@ import numpy as np
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.ops.reference import convert_generic, generic_def
-from vtakit.compiler.graph.ops.registry import OpDef, Precision, fail, register, same, text
+from vtakit.compiler.graph.ops.registry import contiguous, OpDef, Precision, fail, register, same, text
 from vtakit.compiler.graph.ops.window import pair
 
 
@@ -34,7 +34,7 @@ def _run_lrn(node: Node, args: list, k) -> np.ndarray:
     csum = np.cumsum(padded, axis=1)
     csum = np.concatenate([np.zeros_like(csum[:, :1]), csum], axis=1)
     window = csum[:, size:size + c] - csum[:, :c]
-    return np.ascontiguousarray((x / (a["bias"] + a["alpha"] / size * window) ** a["beta"]).astype(np.float32))
+    return contiguous((x / (a["bias"] + a["alpha"] / size * window) ** a["beta"]).astype(np.float32))
 
 
 # --------------------------------------------------------------------------- Instance / LayerNorm
@@ -50,7 +50,7 @@ def _run_instnorm(node: Node, args: list, k) -> np.ndarray:
     var = np.square(x - mean).mean(axis=axes, keepdims=True)
     shape = (1, -1) + (1,) * (x.ndim - 2)
     y = (x - mean) / np.sqrt(var + node.attrs["epsilon"]) * s.reshape(shape) + b.reshape(shape)
-    return np.ascontiguousarray(y.astype(np.float32))
+    return contiguous(y.astype(np.float32))
 
 
 def _convert_layernorm(imp, n, name: str, at: dict) -> None:
@@ -71,7 +71,7 @@ def _run_layernorm(node: Node, args: list, k) -> np.ndarray:
     y = (x - mean) / np.sqrt(var + node.attrs["epsilon"]) * args[1]
     if len(args) > 2 and args[2] is not None:
         y = y + args[2]
-    return np.ascontiguousarray(y.astype(np.float32))
+    return contiguous(y.astype(np.float32))
 
 
 # ---------------------------------------------------------------------------------- ConvTranspose
@@ -131,7 +131,7 @@ def _run_convtranspose(node: Node, args: list, k) -> np.ndarray:
     out = out[:, :, t:full_h - b, l:full_w - r]
     if len(args) > 2 and args[2] is not None:
         out = out + np.asarray(args[2], np.float32).reshape(1, -1, 1, 1)
-    return np.ascontiguousarray(out)
+    return contiguous(out)
 
 
 # --------------------------------------------------------------------------------- Resize/Upsample
@@ -212,7 +212,7 @@ def _run_resize(node: Node, args: list, k) -> np.ndarray:
             i1 = np.minimum(i0 + 1, size_in - 1)
             wt = (src - i0).reshape([-1 if e == d else 1 for e in range(y.ndim)])
             y = (np.take(y, i0, axis=d) * (1 - wt) + np.take(y, i1, axis=d) * wt).astype(y.dtype)
-    return np.ascontiguousarray(y)
+    return contiguous(y)
 
 
 def _infer_resize(node: Node, g: Graph) -> list[TensorInfo]:

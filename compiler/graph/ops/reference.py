@@ -17,7 +17,7 @@ import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
-from vtakit.compiler.graph.ops.registry import OPS, OpDef, Precision, register
+from vtakit.compiler.graph.ops.registry import contiguous, OPS, OpDef, Precision, register
 
 NONDETERMINISTIC = ("RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli",
                     "Multinomial")
@@ -132,7 +132,7 @@ def _run_generic(node: Node, args: list, k) -> np.ndarray:
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise CompileError(f"onnx.reference failed: {first}", node=node.name, op=node.op) from None
-    return np.ascontiguousarray(values[a.get("out", 0)])
+    return contiguous(values[a.get("out", 0)])
 
 
 def _static_shape_inference(node: Node, g: Graph) -> TensorInfo | None:

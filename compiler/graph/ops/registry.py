@@ -138,6 +138,12 @@ def same(node: "Node", graph: "Graph") -> list:
     return [graph.tensors[node.inputs[0]]]
 
 
+def contiguous(v) -> np.ndarray:
+    """A C-contiguous array that keeps rank 0 (np.ascontiguousarray makes scalars 1-D)."""
+    v = np.asarray(v)
+    return v if v.flags.c_contiguous else v.copy(order="C")
+
+
 def text(v, default: str = "") -> str:
     """An ONNX string attribute (bytes) as str."""
     if v is None:
