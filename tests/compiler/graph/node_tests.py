@@ -54,8 +54,12 @@ def run_one(d: str) -> tuple[str, str]:
     init = {i.name for i in model.graph.initializer}
     names = [i.name for i in model.graph.input if i.name not in init]
     feeds = {}
-    for name, p in zip(names, data):
-        feeds[name] = _load_pb(p)[1]
+    try:
+        for name, p in zip(names, data):
+            feeds[name] = _load_pb(p)[1]
+        wants = [_load_pb(p)[1] for p in outs]
+    except Exception:  # noqa: BLE001 - sequences, optionals: not tensors, so not ours
+        return "unsupported", "non-tensor test data"
     shapes = {k: tuple(v.shape) for k, v in feeds.items()}
     try:
         with warnings.catch_warnings():
@@ -64,8 +68,7 @@ def run_one(d: str) -> tuple[str, str]:
             got = module.run(feeds, device="cpu")
     except Exception as e:  # noqa: BLE001 - every failure is an outcome here
         return "error", f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-    for o, p in zip(model.graph.output, outs):
-        want = _load_pb(p)[1]
+    for o, want in zip(model.graph.output, wants):
         y = np.asarray(got[o.name])
         if y.shape != want.shape:
             return "fail", f"{o.name}: shape {y.shape} != {want.shape}"
