@@ -23,7 +23,8 @@ from vtakit.errors import CompileError
 from vtakit.compiler.graph.ops.registry import contiguous
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.ops import IMPORTS, ONNX_PRECISION, OPS, Precision, onnx_def
-from vtakit.compiler.graph.ops.reference import NONDETERMINISTIC, attrs_to_ir, evaluate
+from vtakit.compiler.graph.ops.reference import (NONDETERMINISTIC, attrs_to_ir, convert_generic, evaluate,
+                                                 implemented)
 from vtakit.compiler.graph.shapes import infer
 
 
@@ -46,7 +47,8 @@ arithmetic the accelerator exists for (conv, dense, same-shape add), float-only 
 (softmax, averaging, a free-standing Mul, batch norm, QDQ arithmetic and every generic op).
 `quantize.precision_plan` reads it through `ops.precision_of`; `Constant` is absent: it becomes a
 constant, not a node."""
-_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 9: "bool"}
+_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
+           10: "float16", 11: "float64", 12: "uint32", 13: "uint64"}
 FOLD_LIMIT = 1 << 27  # never materialise a folded constant bigger than this many elements at import
 
 
@@ -105,6 +107,10 @@ def _attrs(node) -> dict:
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
 
+class NeedsConstant(CompileError):
+    """An op's import needs an input to be a constant and the model feeds it at run time."""
+
+
 class _Importer:
     """One model's import: the state the op definitions' `convert` functions use (graph, opset,
     `emit`, `const_input`)."""
@@ -144,8 +150,8 @@ class _Importer:
         tt = vi.type.tensor_type
         dtype = _DTYPES.get(tt.elem_type)
         if dtype is None:
-            raise CompileError(f"input {vi.name!r} has element type {tt.elem_type}; float32, int8, uint8, int32, "
-                               f"int64 or bool expected")
+            raise CompileError(f"input {vi.name!r} has element type {tt.elem_type}; a numeric or bool tensor "
+                               f"expected")
         dims, symbolic = [], []
         for i, d in enumerate(tt.shape.dim):
             if d.HasField("dim_value") and d.dim_value > 0:
@@ -155,6 +161,11 @@ class _Importer:
                 symbolic.append((i, d.dim_param or "?"))
         fixed = [i for i, d in enumerate(tt.shape.dim) if d.HasField("dim_value") and d.dim_value > 0]
         given = override if override is not None else (bound if symbolic else None)
+        if not tt.HasField("shape"):  # rank unknown: the shape must be given
+            if given is None:
+                raise CompileError(f"input {vi.name!r} has no shape in the model: give it (input_shapes / "
+                                   f"--input-shape {vi.name}=...)")
+            return TensorInfo(tuple(int(s) for s in given), dtype)
         if given is not None:
             given = tuple(int(s) for s in given)
             what = f"input_shapes[{vi.name!r}]" if override is not None else \
@@ -193,7 +204,7 @@ class _Importer:
         if idx >= len(n.input) or not n.input[idx]:
             return None
         if n.input[idx] not in self.graph.consts:
-            raise CompileError(f"{what} must be a constant initializer", node=name, op=n.op_type)
+            raise NeedsConstant(f"{what} must be a constant initializer", node=name, op=n.op_type)
         return self.graph.consts[n.input[idx]]
 
     def set_const(self, name: str, value: np.ndarray) -> None:
@@ -254,10 +265,16 @@ class _Importer:
         return True
 
     def convert(self, n, name: str, at: dict) -> None:
+        """The op's own import; where that needs a constant the model feeds at run time (a Clip bound,
+        a quantization scale), the op runs generically when its output shape is still static."""
         if n.op_type == "Constant":
             self.set_const(n.output[0], _constant_value(n, name, at))
             return
-        onnx_def(n.op_type).convert(self, n, name, at)
+        try:
+            onnx_def(n.op_type).convert(self, n, name, at)
+        except NeedsConstant:
+            if not implemented(n.op_type) or not convert_generic(self, n, name, at, static_only=True):
+                raise
 
 
 def _constant_value(n, name: str, at: dict) -> np.ndarray:

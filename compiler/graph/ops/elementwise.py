@@ -8,7 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
-from vtakit.compiler.graph.ops.registry import OpDef, Precision, broadcast, register, same
+from typing import Callable
+
+from vtakit.compiler.graph.ops.registry import OpDef, Precision, broadcast, contiguous, register, same
 
 _F32_MAX = float(np.finfo(np.float32).max)
 
@@ -43,7 +45,9 @@ def _convert_clip(imp, n, name: str, at: dict) -> None:
 def _run_clip(node: Node, args: list, k) -> object:
     x, a = args[0], node.attrs
     if x.dtype == np.int8:
-        return k.clip(x, int(a["lo"]), int(a["hi"]))
+        return k.clip(x, int(max(a["lo"], -128)), int(min(a["hi"], 127)))
+    if isinstance(x, np.ndarray) and x.dtype != np.float32:
+        return contiguous(np.clip(x, a["lo"], a["hi"]).astype(x.dtype))
     return k.clip(x, clip_bound(a["lo"]), clip_bound(a["hi"]))
 
 
@@ -69,13 +73,26 @@ def _run_qadd(node: Node, args: list, k) -> object:
     return k.add_int8(args[0], args[1], shift=a.get("shift", 0), clip=tuple(a.get("clip", (-128, 127))))
 
 
-register(OpDef("Relu", same, lambda n, a, k: k.relu(a[0]), Precision.NEUTRAL, ("Relu",), _convert_relu,
+def _binary(kernel: str, fn) -> "Callable":
+    """The llvmlite kernel for float32 (and int8 where the kernel takes it), numpy for other dtypes,
+    scalars and empty tensors."""
+    def run(node: Node, args: list, k) -> object:
+        a, b = args[0], args[1]
+        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and (
+                a.dtype != np.float32 or b.dtype != np.float32 or a.size == 0 or b.size == 0 or a.ndim == 0):
+            return contiguous(fn(a, b).astype(a.dtype if a.dtype == b.dtype else np.result_type(a, b)))
+        return getattr(k, kernel)(a, b)
+    return run
+
+
+register(OpDef("Relu", same, lambda n, a, k: k.relu(a[0]) if getattr(a[0], "dtype", np.float32) in (np.float32, np.int8)
+               else contiguous(np.maximum(a[0], 0).astype(a[0].dtype)), Precision.NEUTRAL, ("Relu",), _convert_relu,
                (1, 6, 13, 14), accel=_place_relu))
 register(OpDef("Clip", same, _run_clip, Precision.NEUTRAL, ("Clip",), _convert_clip, (1, 6, 11, 12, 13)))
-register(OpDef("Add", infer_binary, lambda n, a, k: k.add(a[0], a[1]), Precision.INT8, ("Add",), convert_binary,
+register(OpDef("Add", infer_binary, _binary("add", np.add), Precision.INT8, ("Add",), convert_binary,
                (1, 6, 7, 13, 14), int8_form=_add_form))
-register(OpDef("Mul", infer_binary, lambda n, a, k: k.mul(a[0], a[1]), Precision.FLOAT, ("Mul",), convert_binary,
+register(OpDef("Mul", infer_binary, _binary("mul", np.multiply), Precision.FLOAT, ("Mul",), convert_binary,
                (1, 6, 7, 13, 14)))
-register(OpDef("Sub", infer_binary, lambda n, a, k: k.sub(a[0], a[1]), Precision.FLOAT, ("Sub",), convert_binary,
+register(OpDef("Sub", infer_binary, _binary("sub", np.subtract), Precision.FLOAT, ("Sub",), convert_binary,
                (1, 6, 7, 13, 14)))
 register(OpDef("QAdd", infer_binary, _run_qadd, None, accel=_place_qadd))

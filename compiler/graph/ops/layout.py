@@ -115,6 +115,13 @@ def _infer_concat(node: Node, g: Graph) -> list[TensorInfo]:
     return [TensorInfo(tuple(shape), ins[0].dtype)]
 
 
+def _run_concat(node: Node, args: list, k) -> object:
+    if all(isinstance(a, np.ndarray) for a in args) and (any(a.size == 0 for a in args) or args[0].dtype not in (
+            np.float32, np.int8)):
+        return contiguous(np.concatenate(args, axis=node.attrs["axis"]))
+    return k.concat(list(args), node.attrs["axis"])
+
+
 def _convert_pad(imp, n, name: str, at: dict) -> None:
     op = "Pad"
     mode = text(at.get("mode"), "constant")
@@ -170,7 +177,7 @@ register(OpDef("Reshape", _infer_reshape, lambda n, a, k: a[0].reshape(n.attrs["
                ("Reshape", "Squeeze", "Unsqueeze"), _convert_reshape, (1, 5, 11, 13, 14, 19, 21)))
 register(OpDef("Transpose", _infer_transpose, lambda n, a, k: k.transpose(a[0], tuple(n.attrs["perm"])),
                Precision.NEUTRAL, ("Transpose",), _convert_transpose, (1, 13, 21)))
-register(OpDef("Concat", _infer_concat, lambda n, a, k: k.concat(list(a), n.attrs["axis"]), Precision.NEUTRAL,
+register(OpDef("Concat", _infer_concat, _run_concat, Precision.NEUTRAL,
                ("Concat",), _convert_concat, (1, 4, 11, 13)))
 register(OpDef("Pad", _infer_pad, lambda n, a, k: k.pad(a[0], n.attrs["pads"], n.attrs["value"]), Precision.NEUTRAL,
                ("Pad",), _convert_pad, (1, 2, 11, 13, 18, 19, 21),

@@ -36,9 +36,9 @@ def _run_gemm(node: Node, args: list, k) -> object:
     b = k.transpose(b, (1, 0)) if a["transB"] else b
     y = k.matmul(x, b)
     if a["alpha"] != 1.0:
-        y = k.mul(y, np.float32(a["alpha"]).reshape(()))
+        y = k.mul(y, np.array(a["alpha"], np.float32))
     if c is not None and a["beta"] != 0.0:
-        c = c if a["beta"] == 1.0 else k.mul(c, np.float32(a["beta"]).reshape(()))
+        c = c if a["beta"] == 1.0 else k.mul(c, np.array(a["beta"], np.float32))
         y = k.add(y, c)
     return y
 

@@ -54,9 +54,9 @@ def _run_instnorm(node: Node, args: list, k) -> np.ndarray:
 
 
 def _convert_layernorm(imp, n, name: str, at: dict) -> None:
-    if len([o for o in n.output if o]) > 1:
-        raise CompileError("LayerNormalization's mean/inv-std outputs are not supported", node=name,
-                           op="LayerNormalization")
+    if len([o for o in n.output if o]) > 1 or at.get("stash_type", 1) != 1:  # mean / inv-std outputs
+        convert_generic(imp, n, name, at)
+        return
     rank = len(imp.graph.tensors[n.input[0]].shape)
     axis = int(at.get("axis", -1))
     imp.emit("LayerNormalization", name, list(n.input)[:3], [n.output[0]],

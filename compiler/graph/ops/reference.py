@@ -17,8 +17,9 @@ import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
-from vtakit.compiler.graph.ops.registry import contiguous, OPS, OpDef, Precision, register
+from vtakit.compiler.graph.ops.registry import contiguous, IMPORTS, OPS, OpDef, Precision, register
 
+GENERIC = ".generic"  # IR name suffix: an op with its own definition, run generically for one node
 NONDETERMINISTIC = ("RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli",
                     "Multinomial")
 
@@ -111,22 +112,28 @@ def evaluate(op_type: str, attrs: list, opset: int, args: list, n_out: int = 1) 
 
 
 # -------------------------------------------------------------------------------------- the op
-def convert_generic(imp, n, name: str, at: dict) -> None:
-    """One IR node per output read (they share the ONNX attributes)."""
+def convert_generic(imp, n, name: str, at: dict, static_only: bool = False) -> bool:
+    """One IR node per output read (they share the ONNX attributes).  With `static_only`, only when
+    onnx.shape_inference gives every output a static shape (else nothing is emitted: False)."""
+    own = OPS.get(n.op_type) or IMPORTS.get(n.op_type)
+    op = n.op_type if own is None or own.kernel == "onnx.reference" else n.op_type + GENERIC
+    generic_def(op)
     attrs = attrs_to_ir(n)
     outs = list(n.output)
-    for idx, out in enumerate(outs):
-        if not out:
-            continue
-        node_name = name if idx == 0 or not outs[0] else f"{name}.{idx}"
-        imp.emit(n.op_type, node_name, list(n.input), [out],
-                 dict(onnx=attrs, opset=imp.opset, out=idx, n_out=len(outs)))
+    nodes = [Node(op, name if idx == 0 or not outs[0] else f"{name}.{idx}", list(n.input), [out],
+                  dict(onnx=attrs, opset=imp.opset, out=idx, n_out=len(outs)))
+             for idx, out in enumerate(outs) if out]
+    if static_only and any(_static_shape_inference(node, imp.graph) is None for node in nodes):
+        return False
+    for node in nodes:
+        imp.emit(node.op, node.name, node.inputs, node.outputs, node.attrs)
+    return True
 
 
 def _run_generic(node: Node, args: list, k) -> np.ndarray:
     a = node.attrs
     try:
-        values = evaluate(node.op, a["onnx"], a["opset"], list(args), a.get("n_out", 1))
+        values = evaluate(node.op.removesuffix(GENERIC), a["onnx"], a["opset"], list(args), a.get("n_out", 1))
     except CompileError:
         raise
     except Exception as e:
@@ -141,7 +148,7 @@ def _static_shape_inference(node: Node, g: Graph) -> TensorInfo | None:
     from onnx import numpy_helper
 
     a = node.attrs
-    proto = onnx_node(node.op, a["onnx"], len(node.inputs), a.get("n_out", 1))
+    proto = onnx_node(node.op.removesuffix(GENERIC), a["onnx"], len(node.inputs), a.get("n_out", 1))
     ins, inits = [], []
     for i, t in enumerate(node.inputs):
         if not t:
@@ -186,7 +193,8 @@ def generic_def(op_type: str, precision: Precision = Precision.FLOAT, versions: 
     """The registered definition for an ONNX op run through onnx.reference (registered on first use)."""
     if op_type in OPS:
         return OPS[op_type]
-    if not implemented(op_type):
+    base = op_type.removesuffix(GENERIC)
+    if not implemented(base):
         return None
-    return register(OpDef(op_type, _infer_generic, _run_generic, precision, (op_type,), convert_generic, versions,
-                          kernel="onnx.reference", doc=doc))
+    return register(OpDef(op_type, _infer_generic, _run_generic, precision, (op_type,) if base == op_type else (),
+                          convert_generic, versions, kernel="onnx.reference", doc=doc))

@@ -70,7 +70,19 @@ def window_attrs(imp, op: str, name: str, ins: list[str], at: dict) -> dict:
 
 
 # ------------------------------------------------------------------------------------------- Conv
+def _not_2d(imp, n, name: str, at: dict) -> bool:
+    """1-D and 3-D windows run generically (onnx.reference) on the host."""
+    from vtakit.compiler.graph.ops.reference import convert_generic
+
+    if len(imp.graph.tensors[n.input[0]].shape) == 4:
+        return False
+    convert_generic(imp, n, name, at)
+    return True
+
+
 def convert_conv(imp, n, name: str, at: dict, ins: list[str] | None = None, outs: list[str] | None = None) -> None:
+    if ins is None and _not_2d(imp, n, name, at):
+        return
     ins = list(n.input) if ins is None else ins
     outs = list(n.output) if outs is None else outs
     attrs = window_attrs(imp, "Conv", name, ins, at)
@@ -125,13 +137,16 @@ def _place_qconv(g: Graph, n: Node, cfg) -> str | None:
 def _convert_pool(imp, n, name: str, at: dict) -> None:
     from vtakit.errors import CompileError
 
+    if _not_2d(imp, n, name, at):
+        return
     op, ins, outs = n.op_type, list(n.input), list(n.output)
     attrs = window_attrs(imp, op, name, ins, at)
     if op == "MaxPool":
-        if len(outs) > 1 and outs[1]:
-            raise CompileError("MaxPool's Indices output is not supported", node=name, op=op)
-        if at.get("storage_order", 0):
-            raise CompileError("MaxPool storage_order=1 is not supported", node=name, op=op)
+        if (len(outs) > 1 and outs[1]) or at.get("storage_order", 0):  # indices: generically
+            from vtakit.compiler.graph.ops.reference import convert_generic
+
+            convert_generic(imp, n, name, at)
+            return
         attrs["ceil_mode"] = bool(at.get("ceil_mode", 0))
     else:
         if attrs["dilations"] != (1, 1):
@@ -173,6 +188,8 @@ def _place_maxpool(g: Graph, n: Node, cfg) -> str | None:
 
 
 def _convert_plain(imp, n, name: str, at: dict) -> None:
+    if _not_2d(imp, n, name, at):
+        return
     imp.emit(n.op_type, name, list(n.input), list(n.output)[:1], {})
 
 
