@@ -1,7 +1,8 @@
 """Run the onnx package's backend node tests (onnx/backend/test/data/node) on target cpu.
 
 `run(filter)` compiles every test model whose ops the registry's families define (`ops.IMPORTS`),
-runs it on its first data set and compares with the expected outputs (rtol 1e-3, atol 1e-5, the
+binds its int64 inputs and Resize scales/sizes as constants (a static-shape compiler takes them at
+compile time, as exporters write them), runs it on its first data set and compares with the expected outputs (rtol 1e-3, atol 1e-5, the
 onnx backend's own tolerance is tighter for some); returns per-test outcomes so a test or a
 script can report passed / supported / total."""
 
@@ -60,6 +61,17 @@ def run_one(d: str) -> tuple[str, str]:
         wants = [_load_pb(p)[1] for p in outs]
     except Exception:  # noqa: BLE001 - sequences, optionals: not tensors, so not ours
         return "unsupported", "non-tensor test data"
+    # A static-shape compiler binds shape-determining inputs at compile time: int64 inputs (axes, shapes,
+    # pads, sizes, k, repeats) and Resize/Upsample scales become initializers, as exporters write them.
+    from onnx import numpy_helper
+
+    frozen = {k: v for k, v in feeds.items() if v.dtype == np.int64 or k in ("scales", "sizes", "roi")}
+    if frozen:
+        model.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in frozen.items())
+        keep = [i for i in model.graph.input if i.name not in frozen]
+        del model.graph.input[:]
+        model.graph.input.extend(keep)
+        feeds = {k: v for k, v in feeds.items() if k not in frozen}
     shapes = {k: tuple(v.shape) for k, v in feeds.items()}
     try:
         with warnings.catch_warnings():
