@@ -188,8 +188,9 @@ def _source(i_out: np.ndarray, size_in: int, size_out: int, scale: float, coord:
         return (x + 0.5) / scale - 0.5
     if coord == "pytorch_half_pixel":
         return (x + 0.5) / scale - 0.5 if size_out > 1 else np.zeros_like(x)
-    if coord == "align_corners":
-        return x * (size_in - 1) / (size_out - 1) if size_out > 1 else np.zeros_like(x)
+    if coord == "align_corners":  # ONNX divides by the unrounded output length, size_in * scale - 1
+        span = size_in * scale - 1
+        return x * (size_in - 1) / span if size_out > 1 and span > 0 else np.zeros_like(x)
     if coord == "tf_half_pixel_for_nearest":
         return (x + 0.5) / scale
     return x / scale
