@@ -102,7 +102,9 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
         raise CompileError("target cpu runs every node on the CPU; use target cuda for the GPU")
     cfg = HwConfig.load(config)
     t0 = time.perf_counter()
-    graph = import_onnx(model, input_shapes)
+    if calibrate is not None and not isinstance(calibrate, (list, tuple, np.ndarray)):
+        calibrate = list(calibrate)  # an iterator is read twice: its first sample binds symbolic dims
+    graph = import_onnx(model, input_shapes, bind=_first_sample_shapes(calibrate))
     notes: dict[str, Any] = dict(source_nodes=len(graph.nodes), defaulted_dims=graph.notes.get("defaulted_dims", []))
     g = optimize(graph, keep_fake_quant=target != "vta")
     notes["optimized_nodes"] = len(g.nodes)
@@ -136,6 +138,16 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
         notes["gpu"] = _record_gpu_kernels(q, [t for t in tasks if isinstance(t, str)])
     notes["compile_s"] = time.perf_counter() - t0
     return CompiledModule(cfg, "vta", q, tasks, consts, plan, notes, host=host)
+
+
+def _first_sample_shapes(calibrate) -> dict[str, tuple[int, ...]] | None:
+    """Shapes of the first calibration sample by input name (an unnamed array binds the first input)."""
+    if calibrate is None or len(calibrate) == 0:
+        return None
+    first = calibrate[0]
+    if isinstance(first, dict):
+        return {k: tuple(np.shape(v)) for k, v in first.items()}
+    return {"": tuple(np.shape(first))}
 
 
 def _record_gpu_kernels(graph: Graph, nodes: list[str] | None) -> dict[str, Any]:

@@ -76,6 +76,8 @@ def _fold_next_into_conv(g: Graph, users: dict[str, list[Node]], node: Node) -> 
     o = w.shape[0]
     wshape = (o,) + (1,) * (w.ndim - 1)
     if nxt.op == "BatchNormalization":
+        if not all(g.is_const(i) for i in nxt.inputs[1:5]):
+            return False  # statistics fed as graph inputs: batch norm runs as its own node
         gamma, beta, mean, var = (g.consts[i].astype(np.float64) for i in nxt.inputs[1:5])
         scale = gamma / np.sqrt(var + nxt.attrs["epsilon"])
         w, b = w * scale.reshape(wshape), (b - mean) * scale + beta

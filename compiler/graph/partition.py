@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.ir import Graph, Node
+from vtakit.compiler.graph.ops import op_def
 from vtakit.isa.config import HwConfig
 
 PLACES = ("vta", "host")
@@ -31,38 +32,12 @@ class PartitionOptions:
 
 
 def accelerator_reason(g: Graph, n: Node, cfg: HwConfig) -> str | None:
-    """None when the accelerator can run the node, else why not (shown in the report)."""
-    a = n.attrs
-    if n.op == "QConv":
-        if a["group"] != 1:
-            return "grouped/depthwise convolution"
-        if a["dilations"] != (1, 1) and list(a["dilations"]) != [1, 1]:
-            return "dilated convolution"
-        if a["strides"][0] != a["strides"][1]:
-            return "different strides along H and W"
-        if len(set(a["pads"])) != 1:
-            return "asymmetric padding"
-        return None
-    if n.op == "QDense":
-        return None
-    if n.op in ("QAdd", "Relu", "MaxPool") and not cfg.acc8_load:
-        return "int8 operands reach the accumulator only by LOAD.ACC8 (acc8_load is false, as on VTA)"
-    if n.op == "QAdd":
-        shapes = {g.tensors[i].shape for i in n.inputs}
-        if len(shapes) != 1 or len(next(iter(shapes))) not in (2, 4):
-            return "broadcasting add"
-        return None
-    if n.op == "Relu" and g.tensors[n.inputs[0]].dtype == "int8" and len(g.tensors[n.inputs[0]].shape) == 4:
-        return None
-    if n.op == "MaxPool" and g.tensors[n.inputs[0]].dtype == "int8":
-        k, st, pads = a["kernel"], a["strides"], a["pads"]
-        if k[0] != k[1] or st[0] != st[1] or len(set(pads)) != 1 or a.get("ceil_mode") \
-                or tuple(a.get("dilations", (1, 1))) != (1, 1):
-            return "non-square, dilated, ceil-mode or asymmetric pooling"
-        if pads[0] >= k[0]:
-            return "padding as large as the window"
-        return None
-    return "no accelerator form"
+    """None when the accelerator can run the node, else why not (shown in the report): the op's
+    registry placement rule (`OpDef.accel`)."""
+    d = op_def(n.op, n)
+    if d.accel is None:
+        return "no accelerator form"
+    return d.accel(g, n, cfg)
 
 
 def partition(g: Graph, cfg: HwConfig, options: PartitionOptions | None = None) -> dict[str, str]:

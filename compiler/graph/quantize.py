@@ -1,7 +1,7 @@
 """int8 quantization with power-of-two scales, calibrated on sample inputs.
 
 Where a tensor becomes int8 (the precision rule).  Every op declares a class in
-`onnx_frontend.PRECISION`: int8-capable (Conv, Dense, same-shape Add),
+its registry definition (`ops/`, tabled in `onnx_frontend.PRECISION`): int8-capable (Conv, Dense, same-shape Add),
 precision-neutral (Identity, Flatten, Reshape, Transpose, Squeeze/Unsqueeze,
 Dropout, Concat, Pad, Relu, Clip, MaxPool) or float-only (Softmax, average
 pooling, Mul, ...).  `precision_plan` applies it:
@@ -48,7 +48,8 @@ import numpy as np
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.execute import check_feeds, run_graph
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
-from vtakit.compiler.graph.onnx_frontend import PRECISION, Precision
+from vtakit.compiler.graph.onnx_frontend import PRECISION
+from vtakit.compiler.graph.ops import Precision, op_def, precision_of
 
 SAME_SCALE_OPS = tuple(op for op, c in PRECISION.items() if c is Precision.NEUTRAL)
 """int8 ops whose output keeps the input's scale: the precision-neutral ones."""
@@ -139,17 +140,12 @@ def quantization_error(value: np.ndarray, e: int) -> float:
 
 
 def _int8_form(g: Graph, n: Node) -> bool:
-    """Whether the node could run on int8 data here (its class allows it and so do its inputs)."""
-    cls = PRECISION.get(n.op, Precision.FLOAT)
-    if n.op in ("Conv", "Dense"):
-        return g.is_const(n.inputs[1]) and all(g.is_const(i) for i in n.inputs[2:] if i) \
-            and not g.is_const(n.inputs[0])
-    if n.op == "Add":
-        a, b = (g.tensors[i] for i in n.inputs)
-        return a.shape == b.shape and not any(g.is_const(i) for i in n.inputs)
-    if n.op == "Pad":
-        return not g.is_const(n.inputs[0])
-    return cls is Precision.NEUTRAL and all(not g.is_const(i) for i in n.inputs if i)
+    """Whether the node could run on int8 data here: its registry definition's rule (`OpDef.int8_form`),
+    by default a precision-neutral op reading only activations."""
+    d = op_def(n.op, n)
+    if d.int8_form is not None:
+        return d.int8_form(g, n)
+    return precision_of(n.op) is Precision.NEUTRAL and all(not g.is_const(i) for i in n.inputs if i)
 
 
 @dataclass(frozen=True)
@@ -169,7 +165,7 @@ def precision_plan(g: Graph) -> PrecisionPlan:
     for n in reversed(g.nodes):
         if not form[n.name]:
             needs[n.name] = False
-        elif PRECISION[n.op] is Precision.INT8:
+        elif precision_of(n.op) is Precision.INT8:
             needs[n.name] = True
         else:
             readers = users.get(n.outputs[0], [])
@@ -179,7 +175,7 @@ def precision_plan(g: Graph) -> PrecisionPlan:
         if not form[n.name]:
             continue
         acts = [i for i in n.inputs if i and not g.is_const(i)]
-        if PRECISION[n.op] is Precision.NEUTRAL and not needs[n.name] and not all(i in int8_tensors for i in acts):
+        if precision_of(n.op) is Precision.NEUTRAL and not needs[n.name] and not all(i in int8_tensors for i in acts):
             continue
         int8.add(n.name)
         out = n.outputs[0]

@@ -74,6 +74,19 @@ def output_rows(graph) -> list[OutputRow]:
     return rows
 
 
+def host_kernel_kinds(graph) -> dict[tuple[str, str], int]:
+    """How many nodes of each op run on the host without an llvmlite kernel (numpy or onnx.reference):
+    correct but slow, so the report names them."""
+    from vtakit.compiler.graph.ops import op_def
+
+    out: dict[tuple[str, str], int] = {}
+    for n in graph.nodes:
+        kind = op_def(n.op, n).kernel
+        if kind != "llvmlite":
+            out[(n.op, kind)] = out.get((n.op, kind), 0) + 1
+    return out
+
+
 @dataclass
 class ModuleReport:
     config: HwConfig
@@ -81,12 +94,14 @@ class ModuleReport:
     rows: list[LayerRow] = field(default_factory=list)
     border_transfers: int = 0
     outputs: list[OutputRow] = field(default_factory=list)
+    slow_host_ops: dict[tuple[str, str], int] = field(default_factory=dict)  # (op, numpy|onnx.reference) -> nodes
 
     @classmethod
     def of(cls, module) -> "ModuleReport":
         cfg = module.config
         run = module.last_run
         rep = cls(cfg, run.device or "?", border_transfers=run.border_transfers, outputs=output_rows(module.graph))
+        rep.slow_host_ops = host_kernel_kinds(module.graph)
         for t in run.tasks:
             if t.place == "vta" and t.cycles:
                 ms = t.cycles / (cfg.clock_mhz * 1e3)
@@ -125,7 +140,9 @@ class ModuleReport:
         return dict(config=self.config.label, device=self.device, accelerator_cycles=self.accelerator_cycles,
                     accelerator_ms=self.accelerator_ms, host_ms=self.host_ms, utilization=self.utilization,
                     border_transfers=self.border_transfers, layers=[asdict(r) for r in self.rows],
-                    outputs=[asdict(o) for o in self.outputs])
+                    outputs=[asdict(o) for o in self.outputs],
+                    host_without_kernels=[dict(op=op, kernel=kind, nodes=count)
+                                          for (op, kind), count in sorted(self.slow_host_ops.items())])
 
     # ------------------------------------------------------------ views
     def table(self, *, host_rows: bool = True) -> Table:
@@ -149,6 +166,10 @@ class ModuleReport:
                  + (f", {100 * u:.1f} % of peak)" if u is not None else ")"),
                  f"host: {self.host_ms:.1f} ms measured on this machine; {self.border_transfers} activations "
                  f"crossed between host and DRAM"]
+        slow = self.slow_host_ops
+        if slow:
+            lines.append("host ops without an llvmlite kernel: " + ", ".join(
+                f"{op} x{count} ({kind})" for (op, kind), count in sorted(slow.items())))
         return lines + [o.line() for o in self.outputs]
 
     def roofline(self, path) -> Path:

@@ -6,9 +6,9 @@ can be tested on a hand-built graph and passes compose in any order.
 
 from __future__ import annotations
 
-import numpy as np
 
 from vtakit.compiler.graph.execute import run_node
+from vtakit.compiler.graph.ops.registry import contiguous
 from vtakit.compiler.graph.ir import Graph
 
 FOLD_LIMIT = 1 << 24  # never materialise a folded constant bigger than this many elements
@@ -22,7 +22,7 @@ def fold_constants(graph: Graph) -> Graph:
         if n.inputs and all(not i or g.is_const(i) for i in n.inputs) and \
                 all(g.tensors[o].size <= FOLD_LIMIT for o in n.outputs):
             value = run_node(n, [g.consts[i] if i else None for i in n.inputs])
-            g.consts[n.outputs[0]] = np.ascontiguousarray(value)
+            g.consts[n.outputs[0]] = contiguous(value)
         else:
             kept.append(n)
     g.nodes = kept

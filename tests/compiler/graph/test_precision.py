@@ -209,10 +209,11 @@ def test_squeeze_and_dropout_errors_name_the_node():
 
     vi = helper.make_tensor_value_info
     cases = [(helper.make_node("Squeeze", ["x", "ax"], ["y"], name="sq"), "cannot squeeze axes \\[1\\]"),
-             (helper.make_node("Dropout", ["x"], ["y", "mask"], name="drop"), "mask output")]
+             (helper.make_node("Dropout", ["x", "", "train"], ["y", "mask"], name="drop"), "training-mode Dropout")]
     for node, msg in cases:
         graph = helper.make_graph([node], "t", [vi("x", TensorProto.FLOAT, [1, 3])], [vi("y", TensorProto.FLOAT, [1, 3])],
-                                  [numpy_helper.from_array(np.array([1], np.int64), "ax")])
+                                  [numpy_helper.from_array(np.array([1], np.int64), "ax"),
+                                   numpy_helper.from_array(np.array(True), "train")])
         with pytest.raises(CompileError, match=msg) as e:
             import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
         assert e.value.node == node.name and e.value.op == node.op_type

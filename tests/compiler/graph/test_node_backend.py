@@ -1,0 +1,42 @@
+"""The onnx package's own backend node tests (onnx/backend/test/data/node) on target cpu.
+
+A sample in the default suite (the issue's ops, opset 22+ files included); every test whose ops the
+registry's families define under `make test-slow` (`python tests/compiler/graph/node_tests.py`
+prints passed / supported / total and each failure)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.support import node_tests
+
+SAMPLE = ("test_conv_with_strides_padding", "test_maxpool_2d_pads", "test_averagepool_2d_pads",
+          "test_globalaveragepool", "test_sum_example", "test_mean_example", "test_lrn", "test_dropout_default",
+          "test_unsqueeze_axis_0", "test_squeeze", "test_split_equal_parts_1d_opset18", "test_resize_upsample_scales_nearest",
+          "test_resize_upsample_scales_linear_align_corners", "test_upsample_nearest", "test_convtranspose",
+          "test_hardswish", "test_hardsigmoid", "test_leakyrelu", "test_prelu_broadcast", "test_elu",
+          "test_erf", "test_div", "test_pow", "test_reduce_mean_default_axes_keepdims_example",
+          "test_where_example", "test_equal", "test_greater", "test_argmax_default_axis_example",
+          "test_edge_pad", "test_reflect_pad", "test_tile", "test_instancenorm_example",
+          "test_layer_normalization_4d_axis1", "test_depthtospace_example", "test_top_k",
+          "test_einsum_batch_matmul", "test_cast_FLOAT_to_DOUBLE", "test_batchnorm_example")
+
+
+@pytest.mark.parametrize("name", SAMPLE)
+def test_node_sample(name):
+    path = [d for d in node_tests.node_dirs() if os.path.basename(d) == name]
+    if not path:
+        pytest.skip(f"{name} is not in this onnx release")
+    outcome, why = node_tests.run_one(path[0])
+    assert outcome == "pass", why
+
+
+@pytest.mark.slow
+def test_every_supported_node_test():
+    results = node_tests.run()
+    supported = {k: v for k, v in results.items() if v[0] != "unsupported"}
+    passed = [k for k, v in supported.items() if v[0] == "pass"]
+    print(f"passed {len(passed)} / supported {len(supported)} / total {len(results)}")
+    assert len(passed) >= 0.8 * len(supported)
