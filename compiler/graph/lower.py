@@ -14,9 +14,8 @@ import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.ir import Graph, Node
-from vtakit.compiler.vta.ops import compile_conv2d, compile_eltwise
+from vtakit.compiler.graph.ops import op_def
 from vtakit.compiler.vta.program import Program
-from vtakit.compiler.vta.runtime import pack_bias, pack_weight
 from vtakit.isa.config import HwConfig
 from vtakit.isa.opcodes import MemId
 
@@ -53,54 +52,20 @@ class VtaTask:
         return self.acts[self.program.output]
 
 
-def nchw(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
-    """Dense-layer tensors (N, C) are 1x1 images on the accelerator."""
-    return tuple(shape) + (1,) * (4 - len(shape)) if len(shape) in (2, 4) else None
-
-
 def _block(cfg: HwConfig, mem: MemId) -> int:
     return cfg.block_in if mem == MemId.INP else cfg.block_out
 
 
 def lower_node(g: Graph, n: Node, cfg: HwConfig, consts: dict[str, np.ndarray],
                schedule: dict | None = None) -> VtaTask:
-    """Compile one accelerator node; packed constants are added to `consts` (key -> uint8 bytes)."""
-    a = n.attrs
-    out_info = g.tensors[n.outputs[0]]
-    const_inputs: dict[str, np.ndarray] = {}
-    if n.op in ("QConv", "QDense"):
-        x_shape = nchw(g.tensors[n.inputs[0]].shape)
-        w = g.consts[n.inputs[1]]
-        w4 = w.reshape(w.shape + (1, 1)) if w.ndim == 2 else w
-        has_bias = len(n.inputs) > 2 and bool(n.inputs[2])
-        stride = a["strides"][0] if n.op == "QConv" else 1
-        pad = a["pads"][0] if n.op == "QConv" else 0
-        op, used = compile_conv2d(cfg, x_shape=x_shape, w_shape=w4.shape, stride=stride, padding=pad,
-                                  bias=has_bias, shift=a.get("shift"), clip=tuple(a["clip"]) if "clip" in a else None,
-                                  schedule=schedule, name=n.name)
-        const_inputs["weight"] = pack_weight(w4, cfg.block_out, cfg.block_in)
-        if has_bias:
-            const_inputs["bias"] = pack_bias(g.consts[n.inputs[2]], cfg.batch, cfg.block_out)
-        act_inputs = {"data": n.inputs[0]}
-        o_shape = nchw(out_info.shape)
-        macs = int(np.prod(o_shape, dtype=np.int64)) * x_shape[1] * w4.shape[2] * w4.shape[3]
-    elif n.op in ("QAdd", "Relu", "MaxPool"):
-        shape = nchw(g.tensors[n.inputs[0]].shape)
-        if n.op == "QAdd":
-            op, used = compile_eltwise(cfg, "add", shape=shape, inputs=("a", "b"), shift=a.get("shift") or None,
-                                       clip=tuple(a["clip"]), schedule=schedule, name=n.name)
-            act_inputs = {"a": n.inputs[0], "b": n.inputs[1]}
-        elif n.op == "Relu":
-            op, used = compile_eltwise(cfg, "relu", shape=shape, inputs=("a",), schedule=schedule, name=n.name)
-            act_inputs = {"a": n.inputs[0]}
-        else:
-            window = (a["kernel"][0], a["strides"][0], a["pads"][0])
-            op, used = compile_eltwise(cfg, "max_pool2d", shape=shape, inputs=("data",), window=window,
-                                       schedule=schedule, name=n.name)
-            act_inputs = {"data": n.inputs[0]}
-        macs = 0
-    else:
+    """Compile one accelerator node through its op's `lower` rule (the registry); packed constants are
+    added to `consts` (key -> uint8 bytes)."""
+    d = op_def(n.op, n)
+    if d.lower is None:
         raise CompileError("the accelerator has no task for this op", node=n.name, op=n.op)
+    lowered = d.lower(g, n, cfg, schedule)
+    op, used, const_inputs, act_inputs, macs = (lowered.op, lowered.schedule, lowered.consts, lowered.acts,
+                                                lowered.macs)
     program = op.program()
     bind, acts = {}, {}
     for tname, spec in program.tensors.items():

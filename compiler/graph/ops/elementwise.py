@@ -10,6 +10,7 @@ import numpy as np
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from typing import Callable
 
+from vtakit.compiler.graph.ops.accel import lower_add, lower_relu
 from vtakit.compiler.graph.ops.registry import OpDef, Precision, acc8_reason, broadcast, contiguous, register, same
 
 _F32_MAX = float(np.finfo(np.float32).max)
@@ -91,7 +92,7 @@ def _binary(kernel: str, fn) -> "Callable":
 
 register(OpDef("Relu", same, lambda n, a, k: k.relu(a[0]) if getattr(a[0], "dtype", np.float32) in (np.float32, np.int8)
                else contiguous(np.maximum(a[0], 0).astype(a[0].dtype)), Precision.NEUTRAL, ("Relu",), _convert_relu,
-               (1, 6, 13, 14), accel=_place_relu))
+               (1, 6, 13, 14), accel=_place_relu, lower=lower_relu))
 register(OpDef("Clip", same, _run_clip, Precision.NEUTRAL, ("Clip",), _convert_clip, (1, 6, 11, 12, 13)))
 register(OpDef("Add", infer_binary, _binary("add", np.add), Precision.INT8, ("Add",), convert_binary,
                (1, 6, 7, 13, 14), int8_form=_add_form))
@@ -99,4 +100,4 @@ register(OpDef("Mul", infer_binary, _binary("mul", np.multiply), Precision.FLOAT
                (1, 6, 7, 13, 14)))
 register(OpDef("Sub", infer_binary, _binary("sub", np.subtract), Precision.FLOAT, ("Sub",), convert_binary,
                (1, 6, 7, 13, 14)))
-register(OpDef("QAdd", infer_binary, _run_qadd, None, accel=_place_qadd))
+register(OpDef("QAdd", infer_binary, _run_qadd, None, accel=_place_qadd, lower=lower_add))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
+from vtakit.compiler.graph.ops.accel import lower_linear
 from vtakit.compiler.graph.ops.registry import OpDef, Precision, broadcast, fail, register
 from vtakit.compiler.graph.ops.window import _weights_form
 
@@ -87,4 +88,4 @@ register(OpDef("Gemm", _infer_gemm, _run_gemm, Precision.INT8, ("Gemm",), _conve
 register(OpDef("MatMul", _infer_matmul, lambda n, a, k: k.matmul(a[0], a[1]), Precision.INT8, ("MatMul",),
                _convert_matmul, (1, 9, 13), int8_form=lambda g, n: False))
 register(OpDef("Dense", _infer_dense, _run_dense, Precision.INT8, int8_form=_weights_form))
-register(OpDef("QDense", _infer_dense, _run_qdense, None, accel=lambda g, n, cfg: None))
+register(OpDef("QDense", _infer_dense, _run_qdense, None, accel=lambda g, n, cfg: None, lower=lower_linear))

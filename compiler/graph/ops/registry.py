@@ -58,6 +58,7 @@ class OpDef:
     versions: tuple[int, ...] = ()  # ONNX op versions whose semantics `convert` normalises
     int8_form: FormFn | None = None  # whether the node can compute in int8 here (default: by precision class)
     accel: PlaceFn | None = None  # None when the accelerator takes the (quantized) node, else why not
+    lower: Callable[..., Any] | None = None  # (graph, node, cfg, schedule) -> ops.accel.AccelProgram
     kernel: str = "llvmlite"  # what runs it on the host: llvmlite kernels, numpy, or onnx.reference
     doc: str = ""
 

@@ -6,6 +6,7 @@ normalised once (auto_pad resolved against the input size)."""
 from __future__ import annotations
 
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
+from vtakit.compiler.graph.ops.accel import lower_linear, lower_maxpool
 from vtakit.compiler.graph.ops.registry import OpDef, Precision, acc8_reason, fail, register, text
 from vtakit.isa.arith import ceil_div
 
@@ -204,9 +205,9 @@ def _infer_gap(node: Node, g: Graph) -> list[TensorInfo]:
 
 register(OpDef("Conv", _infer_conv, _run_conv, Precision.INT8, ("Conv",), convert_conv, (1, 11, 22),
                int8_form=_weights_form))
-register(OpDef("QConv", _infer_conv, _run_qconv, None, accel=_place_qconv))
+register(OpDef("QConv", _infer_conv, _run_qconv, None, accel=_place_qconv, lower=lower_linear))
 register(OpDef("MaxPool", _infer_pool, _run_maxpool, Precision.NEUTRAL, ("MaxPool",), _convert_pool,
-               (1, 8, 10, 11, 12, 22), accel=_place_maxpool))
+               (1, 8, 10, 11, 12, 22), accel=_place_maxpool, lower=lower_maxpool))
 register(OpDef("AveragePool", _infer_pool, _run_avgpool, Precision.FLOAT, ("AveragePool",), _convert_pool,
                (1, 7, 10, 11, 19, 22)))
 register(OpDef("GlobalAveragePool", _infer_gap, lambda n, a, k: k.global_avg_pool(a[0]), Precision.FLOAT,

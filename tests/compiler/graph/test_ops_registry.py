@@ -181,3 +181,17 @@ def test_bad_attributes_and_modes_are_one_line_naming_the_node(node, msg):
     with pytest.raises(CompileError, match=msg) as e:
         import_onnx(m)
     assert "\n" not in str(e.value) and e.value.node == node.name
+
+
+def test_every_op_the_accelerator_may_take_has_its_lowering_in_the_registry():
+    """compiler.graph.lower has no per-op branches: an op with a placement rule brings its `lower` rule."""
+    import inspect
+
+    from vtakit.compiler.graph import lower
+    from vtakit.compiler.graph.ops import OPS
+
+    takers = {name for name, d in OPS.items() if d.accel is not None}
+    assert takers == {name for name, d in OPS.items() if d.lower is not None}
+    assert {"QConv", "QDense", "QAdd", "Relu", "MaxPool"} <= takers
+    source = inspect.getsource(lower.lower_node)
+    assert not any(f'"{name}"' in source for name in takers)
