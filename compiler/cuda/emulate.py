@@ -84,10 +84,14 @@ GUARD_BYTES = 64
 
 
 def canary(address: int, count: int) -> np.ndarray:
-    """The guard bytes for `count` addresses from `address`: a hash of each address (odd, so never 0), so a
-    kernel that copies one buffer's guard into another's still changes it."""
-    addresses = np.arange(address, address + count, dtype=np.uint64)
-    return (((addresses * np.uint64(0x9E3779B1)) >> np.uint64(15)) & np.uint64(0xFF)).astype(np.uint8) | 1
+    """The guard bytes for `count` addresses from `address`: a hash of each address (splitmix64's
+    finaliser; odd, so never 0), so a kernel that copies one buffer's guard into another's still changes
+    it (each byte equal by chance with probability 1/128)."""
+    z = np.arange(address, address + count, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return (z & np.uint64(0xFF)).astype(np.uint8) | 1
 
 
 def guarded(nbytes: int) -> np.ndarray:

@@ -54,18 +54,20 @@ def test_a_correct_kernel_passes():
     np.testing.assert_array_equal(guarded_call(copy_with_range, x, 0, 13), x)
 
 
+# The stray element is a copy of the input's guard bytes, so an edge byte can equal the output's guard by
+# chance (1/128 each): the reported range lies within the element.
 def test_one_element_past_the_output_is_caught():
-    with pytest.raises(GuardError, match=r"allocation 1 \(13,\) float32: bytes 0\.\.3 after it"):
+    with pytest.raises(GuardError, match=r"allocation 1 \(13,\) float32: bytes [0-3]\.\.[0-3] after it"):
         guarded_call(copy_with_range, np.arange(13, dtype=np.float32), 0, 14)
 
 
 def test_one_element_before_the_output_is_caught():
-    with pytest.raises(GuardError, match=r"bytes -4\.\.-1 before it"):
+    with pytest.raises(GuardError, match=r"bytes -[1-4]\.\.-[1-4] before it"):
         guarded_call(copy_with_range, np.arange(13, dtype=np.float32), -1, 13)
 
 
 def test_issue13_wide_int8_tail_store_is_caught():
-    x = np.full(49, -7, np.int8)  # sign-extended: the three stray bytes are 0xFF, not the canary
+    x = np.full(49, 7, np.int8)  # sign-extended: the three stray bytes are 0x00, which no guard byte is (odd)
     with pytest.raises(GuardError, match=r"\(49,\) int8: bytes 0\.\.2 after it"):
         guarded_call(requant_with_wide_tail, x)
 

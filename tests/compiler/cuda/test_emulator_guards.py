@@ -45,17 +45,18 @@ def test_a_correct_kernel_passes():
 
 
 def test_one_element_past_an_argument_is_caught_at_the_launch():
-    """The kernel copies x's trailing guard into y's: caught because guards differ by address."""
+    """The kernel copies x's trailing guard into y's: caught because guards differ by address (an edge byte
+    can match by chance, 1/128 each, so the reported range lies within the element)."""
     gpu = cuda.Emulator()
     x, y = gpu.upload(np.arange(40, dtype=np.float32)), gpu.empty((40,), np.float32)
-    with pytest.raises(DeviceError, match=r"guard_copy wrote outside its argument y: bytes 0\.\.3 after it"):
+    with pytest.raises(DeviceError, match=r"guard_copy wrote outside its argument y: bytes [0-3]\.\.[0-3] after it"):
         gpu.launch(copy_kernel(40, 0, 41), [x, y])
 
 
 def test_one_element_before_an_argument_is_caught():
     gpu = cuda.Emulator()
     x, y = gpu.upload(np.arange(40, dtype=np.float32)), gpu.empty((40,), np.float32)
-    with pytest.raises(DeviceError, match=r"argument y: bytes -4\.\.-1 before it"):
+    with pytest.raises(DeviceError, match=r"argument y: bytes -[1-4]\.\.-[1-4] before it"):
         gpu.launch(copy_kernel(40, -1, 40), [x, y])
 
 
