@@ -30,7 +30,7 @@ def implemented(op_type: str, opset: int | None = None) -> bool:
 
     try:
         load_op("", op_type, opset)
-    except Exception:  # NotImplementedError, or a RuntimeError for versions it lacks
+    except RuntimeError:  # NotImplementedError (a RuntimeError) for ops or versions it does not implement
         return False
     return True
 
