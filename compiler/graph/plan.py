@@ -23,10 +23,6 @@ def alignment(cfg: HwConfig) -> int:
     return a
 
 
-def _align(n: int, a: int) -> int:
-    return round_up(n, a)
-
-
 @dataclass
 class DramPlan:
     slots: dict[str, tuple[int, int]] = field(default_factory=dict)  # key -> (offset, bytes)
@@ -53,7 +49,7 @@ def plan_dram(cfg: HwConfig, fixed: dict[str, int], activations: dict[str, tuple
     top = 0
     for key, size in fixed.items():
         plan.slots[key] = (top, size)
-        top = _align(top + size, a)
+        top = round_up(top + size, a)
     plan.const_bytes = top
     placed: list[tuple[int, int, int, int]] = []  # offset, bytes, first, last
     for key, (size, first, last) in sorted(activations.items(), key=lambda kv: (-kv[1][0], kv[0])):
@@ -63,10 +59,10 @@ def plan_dram(cfg: HwConfig, fixed: dict[str, int], activations: dict[str, tuple
                 continue  # lifetimes do not overlap: the space can be shared
             if offset + size <= o:
                 break
-            offset = max(offset, _align(o + s, a))
+            offset = max(offset, round_up(o + s, a))
         placed.append((offset, size, first, last))
         plan.slots[key] = (plan.const_bytes + offset, size)
     act_top = max((o + s for o, s, _, _ in placed), default=0)
-    plan.arena_bytes = _align(plan.const_bytes + act_top, 4096)
-    plan.activation_bytes_without_reuse = sum(_align(s, a) for s, _, _ in activations.values())
+    plan.arena_bytes = round_up(plan.const_bytes + act_top, 4096)
+    plan.activation_bytes_without_reuse = sum(round_up(s, a) for s, _, _ in activations.values())
     return plan

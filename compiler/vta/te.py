@@ -111,10 +111,6 @@ class ComputeDef:
 
 
 # ----------------------------------------------------------- operator shapes
-def _blocks(n: int, block: int) -> int:
-    return ceil_div(n, block)
-
-
 def _need_acc8(cfg: HwConfig, name: str) -> None:
     """int8 operands reach the accumulator only through LOAD.ACC8, which VTA's hardware lacks."""
     if not cfg.acc8_load:
@@ -150,7 +146,7 @@ def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
     oh, ow = (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1
     if oh < 1 or ow < 1:
         raise CompileError(f"kernel {kh}x{kw} with padding {pad} does not fit a {h}x{w} input", op=name)
-    nb, icb, ocb = _blocks(n, cfg.batch), _blocks(c_in, cfg.block_in), _blocks(c_out, cfg.block_out)
+    nb, icb, ocb = ceil_div(n, cfg.batch), ceil_div(c_in, cfg.block_in), ceil_div(c_out, cfg.block_out)
     axes = (Axis("n", nb), Axis("oc", ocb), Axis("oh", oh), Axis("ow", ow),
             Axis("ic", icb, True), Axis("kh", kh, True), Axis("kw", kw, True))
     v = Affine.var
@@ -174,7 +170,7 @@ def eltwise_def(cfg: HwConfig, kind: str, *, n: int, c: int, h: int, w: int, shi
     name = name or kind
     if kind in ("add", "relu"):
         _need_acc8(cfg, name)
-    nb, cb = _blocks(n, cfg.batch), _blocks(c, cfg.block_out)
+    nb, cb = ceil_div(n, cfg.batch), ceil_div(c, cfg.block_out)
     axes = (Axis("n", nb), Axis("c", cb), Axis("h", h), Axis("w", w))
     idx = tuple(Affine.var(a.name) for a in axes)
     shape = (nb, cb, h, w)
@@ -207,7 +203,7 @@ def maxpool_def(cfg: HwConfig, *, n: int, c: int, h: int, w: int, kernel: int, s
     oh, ow = (h + 2 * pad - kernel) // stride + 1, (w + 2 * pad - kernel) // stride + 1
     if oh < 1 or ow < 1:
         raise CompileError(f"window {kernel} with padding {pad} does not fit a {h}x{w} input", op=name)
-    nb, cb = _blocks(n, cfg.batch), _blocks(c, cfg.block_out)
+    nb, cb = ceil_div(n, cfg.batch), ceil_div(c, cfg.block_out)
     axes = (Axis("n", nb), Axis("c", cb), Axis("oh", oh), Axis("ow", ow),
             Axis("kh", kernel, True), Axis("kw", kernel, True))
     v = Affine.var
