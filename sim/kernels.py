@@ -19,6 +19,8 @@ with a few numpy operations per instruction:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from vtakit.isa.config import HwConfig
@@ -27,6 +29,7 @@ from vtakit.isa.opcodes import AluOp
 _GROUPED_MIN_ROWS = 8
 _CHUNK = 4096
 _CHUNK_UOPS = 1 << 18
+_IM2COL_MIN_UOPS = 64
 
 
 def loop_indices(base: np.ndarray, it_out: int, it_in: int, f_out: int, f_in: int) -> np.ndarray:
@@ -70,10 +73,14 @@ class GemmKernel:
         self.float_dtype = np.dtype(np.float32 if bound <= 1 << 24 else np.float64)
         self._direct_cast = bound < 1 << (cfg.acc_bits - 1)
         self.acc_dtype = cfg.acc_dtype
+        self._term_bound = (1 << (cfg.inp_bits - 1)) * (1 << (cfg.wgt_bits - 1))
+        self._acc_bits = cfg.acc_bits
 
     def accumulate(self, acc: np.ndarray, inp_f: np.ndarray, wgt_f: np.ndarray,
                    dst: np.ndarray, src: np.ndarray, wgt: np.ndarray) -> None:
         """acc[dst[n]] += inp[src[n]] @ wgt[wgt[n]].T for every n (wrapping)."""
+        if dst.size >= _IM2COL_MIN_UOPS and self._accumulate_im2col(acc, inp_f, wgt_f, dst, src, wgt):
+            return
         products, order = self._products(inp_f, wgt_f, src, wgt)
         if order is not None:
             dst = dst[order]
@@ -83,6 +90,40 @@ class GemmKernel:
         else:
             vals = products.astype(np.int64).astype(self.acc_dtype)
         scatter_add(acc.reshape(acc.shape[0], lanes), dst, vals.reshape(-1, lanes))
+
+    def _accumulate_im2col(self, acc: np.ndarray, inp_f: np.ndarray, wgt_f: np.ndarray,
+                           dst: np.ndarray, src: np.ndarray, wgt: np.ndarray) -> bool:
+        """The convolution case, without a scatter.
+
+        When every destination receives k micro-ops and destinations that start with
+        the same weight entry receive the same sequence of k weight entries (one group
+        per output-channel block), each group is one matrix product of the gathered
+        inputs (destinations x k*block_in) with its k stacked weight blocks.  Exact
+        while the longest dot product stays an integer the float type holds.  Returns
+        False, having changed nothing, when the pattern or that bound does not hold.
+        """
+        # As emitted, else sorted by (destination, weight entry): the sums commute.
+        plan = _conv_pattern(dst, wgt, slice(None)) or _conv_pattern(dst, wgt, np.lexsort((wgt, dst)))
+        if plan is None:
+            return False
+        order, k, heads, w = plan.order, plan.k, plan.heads, plan.wgt
+        batch, c = inp_f.shape[1], inp_f.shape[2]
+        o = wgt_f.shape[1]
+        bound = k * c * self._term_bound
+        if bound > 1 << 53:
+            return False
+        ftype = np.float32 if bound <= 1 << 24 else np.float64
+        x = inp_f[src[order]].reshape(-1, k, batch, c).transpose(0, 2, 1, 3).reshape(-1, batch, k * c)
+        for start, size in zip(plan.starts.tolist(), plan.sizes.tolist()):
+            members = plan.by_first[start:start + size]
+            wmat = wgt_f[w[members[0]]].transpose(0, 2, 1).reshape(k * c, o)
+            out = np.matmul(x[members].reshape(-1, k * c).astype(ftype, copy=False), wmat.astype(ftype, copy=False))
+            if bound < 1 << (self._acc_bits - 1):
+                vals = out.astype(self.acc_dtype)
+            else:
+                vals = out.astype(np.int64).astype(self.acc_dtype)
+            acc[heads[members]] += vals.reshape(-1, batch, o)
+        return True
 
     def reset_outputs(self, acc: np.ndarray, inp_f: np.ndarray, wgt_f: np.ndarray, dst: np.ndarray,
                       src: np.ndarray, wgt: np.ndarray, out_dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -129,6 +170,43 @@ class GemmKernel:
             b = wgt_f[wgt[s:e]]
             np.matmul(a, b.transpose(0, 2, 1), out=out[s:e])
         return out, None
+
+
+@dataclass(frozen=True)
+class _ConvPattern:
+    order: "slice | np.ndarray"  # brings each destination's micro-ops together
+    k: int                       # micro-ops per destination
+    heads: np.ndarray            # the destinations, one per run
+    wgt: np.ndarray              # (destinations, k) weight entries
+    by_first: np.ndarray         # destinations ordered by their first weight entry
+    starts: np.ndarray           # where each weight group starts in by_first
+    sizes: np.ndarray
+
+
+def _conv_pattern(dst: np.ndarray, wgt: np.ndarray, order) -> _ConvPattern | None:
+    """The convolution pattern of a GEMM's micro-ops in `order`, or None: runs of k
+    micro-ops per destination, every destination once, and destinations that start with
+    the same weight entry using the same k weight entries.  The compiler's usual order
+    (every tap of one pixel, then the next pixel) has it as emitted."""
+    d = dst[order]
+    changes = d[1:] != d[:-1]
+    k = int(np.argmax(changes)) + 1 if changes.any() else d.size
+    if d.size % k:
+        return None
+    rows = d.reshape(-1, k)
+    if not (rows == rows[:, :1]).all():
+        return None
+    heads = rows[:, 0]
+    if np.unique(heads).size != heads.size:
+        return None
+    w = wgt[order].reshape(-1, k)
+    by_first = np.argsort(w[:, 0], kind="stable")
+    firsts = w[by_first, 0]
+    starts = np.flatnonzero(np.r_[True, firsts[1:] != firsts[:-1]])
+    sizes = np.diff(np.r_[starts, firsts.size])
+    if not (w[by_first] == np.repeat(w[by_first[starts]], sizes, axis=0)).all():
+        return None
+    return _ConvPattern(order, k, heads, w, by_first, starts, sizes)
 
 
 def scatter_add(acc2d: np.ndarray, idx: np.ndarray, vals: np.ndarray) -> None:
