@@ -35,10 +35,21 @@ module vta_arbiter #(
         next_count = next_count + 1'b1;
       end
     end
-    // The holder is the head of that queue: the port passes to the next requester in the
-    // cycle the holder lets go, and an idle port goes straight to the first requester.
+  end
+
+  // The holder is the head of that queue: the port passes to the next requester in the
+  // cycle the holder lets go, and an idle port goes straight to the first requester.
+  // The same head, read off the registered queue rather than the updated one, so the
+  // grant is a few LUTs after `req` instead of the whole queue update (timing):
+  // the holder while it keeps requesting, else the second in line, else the lowest
+  // requesting client (the queue is empty or held only the holder that let go).
+  logic [N-1:0] first_req;
+  assign first_req = req & (~req + 1'b1);
+  always_comb begin
     gnt = '0;
-    if (next_count != 0) gnt[next_order[0]] = 1'b1;
+    if (count != 0 && req[order[0]]) gnt[order[0]] = 1'b1;
+    else if (count > 1) gnt[order[1]] = 1'b1;
+    else gnt = first_req;
   end
 
   always_ff @(posedge clk) begin

@@ -117,14 +117,19 @@ module vta_fetch #(
   assign q_valid = (head_valid && bad == 0 && !halt) ? target : 3'b000;
   assign pop     = |(q_valid & q_ready);
 
-  // a burst runs to the boundary or the end of the program
-  logic [31:0] room;
-  assign room     = 32'(BOUNDARY_INSNS) - ((addr & 32'(BURST_BYTES - 1)) >> 4);
-  assign burst    = remaining < room ? remaining : room;
+  // A burst runs to the boundary or the end of the program.  Its length is registered
+  // (burst_q) when the previous burst ends or the run starts, so the request path sees
+  // a few bits, not 32-bit address arithmetic: every burst after the first starts on a
+  // boundary, so its length is min(remaining, BOUNDARY_INSNS).
+  logic [BW-1:0] burst_q;
+  logic [31:0]   first_room, after_burst;
+  assign first_room  = 32'(BOUNDARY_INSNS) - ((insn_addr & 32'(BURST_BYTES - 1)) >> 4);
+  assign after_burst = remaining - burst;
+  assign burst       = 32'(burst_q);
 
   // ask for the port, and the next burst, only once the buffer can take all of it
   logic fits;
-  assign fits     = 32'(buffered) + burst <= 32'(BOUNDARY_INSNS);
+  assign fits     = (BW+1)'(buffered) + (BW+1)'(burst_q) <= (BW+1)'(BOUNDARY_INSNS);
   assign busy     = state != S_IDLE || buffered != 0;
   assign req      = (state == S_AR && fits) || state == S_R;
   assign ar_valid = state == S_AR && fits && gnt;
@@ -154,6 +159,7 @@ module vta_fetch #(
         S_IDLE: if (start) begin
           addr <= insn_addr;
           remaining <= insn_count;
+          burst_q <= BW'(insn_count < first_room ? insn_count : first_room);
           index <= '0;
           seen_finish <= 1'b0;
           part <= '0;
@@ -167,7 +173,8 @@ module vta_fetch #(
           part <= 32'(part) == BEATS_PER_INSN - 1 ? '0 : part + 1'b1;
           if (r_last) begin
             addr <= addr + (burst << 4);
-            remaining <= remaining - burst;
+            remaining <= after_burst;
+            burst_q <= BW'(after_burst < 32'(BOUNDARY_INSNS) ? after_burst : 32'(BOUNDARY_INSNS));
             state <= (remaining == burst || halt) ? S_IDLE : S_AR;
           end
         end
