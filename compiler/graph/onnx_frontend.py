@@ -49,6 +49,22 @@ arithmetic the accelerator exists for (conv, dense, same-shape add), float-only 
 constant, not a node."""
 _DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
            10: "float16", 11: "float64", 12: "uint32", 13: "uint64"}
+NATIVE_DTYPES = frozenset(_DTYPES.values())
+"""Element types the families' host code (llvmlite, numpy) computes in; a node reading any other
+(bfloat16, float8, int4/int2, float4, string: `onnx_dtype`) runs through onnx.reference."""
+
+
+def onnx_dtype(elem_type: int) -> str | None:
+    """The numpy dtype name of an ONNX element type (ml_dtypes' for bfloat16, float8, int4, ...;
+    'object' for strings), None for types that are not tensors of numbers, bools or strings."""
+    import onnx
+
+    if elem_type in _DTYPES:
+        return _DTYPES[elem_type]
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except (KeyError, TypeError, ValueError):
+        return None
 FOLD_LIMIT = 1 << 27  # never materialise a folded constant bigger than this many elements at import
 
 
@@ -148,10 +164,10 @@ class _Importer:
         """Static dims as given; a symbolic first (batch) dim bound by `override`, by the first calibration
         sample (`bound`) or else 1 (noted in `defaulted`); other symbolic dims need `override`."""
         tt = vi.type.tensor_type
-        dtype = _DTYPES.get(tt.elem_type)
+        dtype = onnx_dtype(tt.elem_type)
         if dtype is None:
-            raise CompileError(f"input {vi.name!r} has element type {tt.elem_type}; a numeric or bool tensor "
-                               f"expected")
+            raise CompileError(f"input {vi.name!r} has element type {tt.elem_type}; a tensor of numbers, bools "
+                               f"or strings expected")
         dims, symbolic = [], []
         for i, d in enumerate(tt.shape.dim):
             if d.HasField("dim_value") and d.dim_value > 0:
@@ -170,8 +186,10 @@ class _Importer:
             given = tuple(int(s) for s in given)
             what = f"input_shapes[{vi.name!r}]" if override is not None else \
                 f"the first calibration sample for {vi.name!r}"
-            if len(given) != len(dims) or any(s < 1 for s in given):
+            if len(given) != len(dims):
                 raise CompileError(f"{what} = {given} does not match the model's rank {len(dims)}")
+            if any(s < 0 for s in given):
+                raise CompileError(f"{what} = {given} has a negative dimension")
             if any(given[i] != dims[i] for i in fixed):
                 raise CompileError(f"{what} = {given} contradicts the model's shape {tuple(dims)}")
             return TensorInfo(given, dtype)
@@ -266,9 +284,14 @@ class _Importer:
 
     def convert(self, n, name: str, at: dict) -> None:
         """The op's own import; where that needs a constant the model feeds at run time (a Clip bound,
-        a quantization scale), the op runs generically when its output shape is still static."""
+        a quantization scale), the op runs generically when its output shape is still static; so does
+        a node reading an element type the host code does not compute in (`NATIVE_DTYPES`)."""
         if n.op_type == "Constant":
             self.set_const(n.output[0], _constant_value(n, name, at))
+            return
+        if any(i and self.graph.tensors[i].dtype not in NATIVE_DTYPES for i in n.input) and \
+                implemented(n.op_type, self.opset):
+            convert_generic(self, n, name, at)
             return
         try:
             onnx_def(n.op_type).convert(self, n, name, at)

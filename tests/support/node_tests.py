@@ -87,6 +87,10 @@ def run_one(d: str) -> tuple[str, str]:
         if want.dtype.kind in "fc":
             if not np.allclose(y.astype(np.float64), want.astype(np.float64), rtol=1e-3, atol=1e-5, equal_nan=True):
                 return "fail", f"{o.name}: max error {np.max(np.abs(y.astype(np.float64) - want)):.3g}"
+        elif want.dtype.kind == "V":  # ml_dtypes' bfloat16, float8, int4, ...: exact, NaN equal to NaN
+            if y.dtype != want.dtype or not np.array_equal(y.astype(np.float32), want.astype(np.float32),
+                                                           equal_nan=True):
+                return "fail", f"{o.name}: values differ ({y.dtype} vs {want.dtype})"
         elif not np.array_equal(y, want):
             return "fail", f"{o.name}: values differ"
     return "pass", ""
