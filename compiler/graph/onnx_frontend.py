@@ -289,8 +289,8 @@ class _Importer:
         if n.op_type == "Constant":
             self.set_const(n.output[0], _constant_value(n, name, at))
             return
-        if any(i and self.graph.tensors[i].dtype not in NATIVE_DTYPES for i in n.input) and \
-                implemented(n.op_type, self.opset):
+        takes = onnx_def(n.op_type).dtypes or NATIVE_DTYPES
+        if any(i and self.graph.tensors[i].dtype not in takes for i in n.input) and implemented(n.op_type, self.opset):
             convert_generic(self, n, name, at)
             return
         try:

@@ -9,7 +9,7 @@ import numpy as np
 
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.ops.accel import lower_linear
-from vtakit.compiler.graph.ops.registry import OpDef, Precision, broadcast, fail, register
+from vtakit.compiler.graph.ops.registry import FLOAT32, OpDef, Precision, broadcast, fail, register
 from vtakit.compiler.graph.ops.window import _weights_form
 
 
@@ -84,8 +84,9 @@ def _run_qdense(node: Node, args: list, k) -> object:
 
 
 register(OpDef("Gemm", _infer_gemm, _run_gemm, Precision.INT8, ("Gemm",), _convert_gemm, (7, 9, 11, 13),
-               int8_form=lambda g, n: False, doc="int8 as Dense when B is constant (fold.canonicalize_dense)"))
+               int8_form=lambda g, n: False, doc="int8 as Dense when B is constant (fold.canonicalize_dense)",
+               dtypes=FLOAT32))
 register(OpDef("MatMul", _infer_matmul, lambda n, a, k: k.matmul(a[0], a[1]), Precision.INT8, ("MatMul",),
-               _convert_matmul, (1, 9, 13), int8_form=lambda g, n: False))
+               _convert_matmul, (1, 9, 13), int8_form=lambda g, n: False, dtypes=FLOAT32))
 register(OpDef("Dense", _infer_dense, _run_dense, Precision.INT8, int8_form=_weights_form))
 register(OpDef("QDense", _infer_dense, _run_qdense, None, accel=lambda g, n, cfg: None, lower=lower_linear))

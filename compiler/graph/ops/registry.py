@@ -40,6 +40,8 @@ FormFn = Callable[["Graph", "Node"], bool]
 PlaceFn = Callable[["Graph", "Node", Any], "str | None"]
 
 KERNELS = ("llvmlite", "numpy", "onnx.reference")
+FLOAT32 = ("float32",)
+FLOAT32_INT8 = ("float32", "int8")  # what the llvmlite conv, dense and pooling kernels take
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,8 @@ class OpDef:
     lower: Callable[..., Any] | None = None  # (graph, node, cfg, schedule) -> ops.accel.AccelProgram
     kernel: str = "llvmlite"  # what runs it on the host: llvmlite kernels, numpy, or onnx.reference
     doc: str = ""
+    dtypes: tuple[str, ...] = ()  # element types its host kernels read (empty: any native one); a node
+    # reading another type (a float16 MatMul, a uint8 MaxPool) imports generically (onnx.reference)
 
 
 OPS: dict[str, OpDef] = {}
