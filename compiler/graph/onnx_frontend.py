@@ -101,10 +101,33 @@ def load_model(source):
 def _opset(model) -> int:
     for imp in model.opset_import:
         if imp.domain in ("", "ai.onnx"):
+            if 1 <= imp.version < OPSETS.start:
+                return _lift(model, imp.version)
             if imp.version not in OPSETS:
                 raise CompileError(f"ONNX opset {imp.version} is not supported (use {OPSETS.start}-{OPSETS.stop - 1})")
             return imp.version
     raise CompileError("ONNX model imports no default-domain opset")
+
+
+def _lift(model, version: int) -> int:
+    """An opset below 7 imports as 7 when every op the model uses has the same definition (schema
+    version) at both, so nothing it means changes; else one error naming the ops that changed."""
+    import onnx
+
+    changed = set()
+    for n in model.graph.node:
+        if n.domain in ("", "ai.onnx"):
+            try:
+                same = onnx.defs.get_schema(n.op_type, version).since_version == \
+                    onnx.defs.get_schema(n.op_type, OPSETS.start).since_version
+            except onnx.defs.SchemaError:
+                same = False
+            if not same:
+                changed.add(n.op_type)
+    if changed:
+        raise CompileError(f"ONNX opset {version} is not supported: {', '.join(sorted(changed))} changed by opset "
+                           f"{OPSETS.start} (use {OPSETS.start}-{OPSETS.stop - 1})")
+    return OPSETS.start
 
 
 def _check_ops(model) -> None:

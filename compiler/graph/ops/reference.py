@@ -183,7 +183,12 @@ def _infer_generic(node: Node, g: Graph) -> list[TensorInfo]:
     if info is None:  # run it on zeros (constants as themselves)
         args = [None if not t else g.consts[t] if t in g.consts else
                 np.zeros(g.tensors[t].shape, g.tensors[t].dtype) for t in node.inputs]
-        y = _run_generic(node, args, None)
+        try:
+            y = _run_generic(node, args, None)
+        except CompileError:  # e.g. Range on a zero delta: its shape needs the values
+            fed = ", ".join(repr(t) for t in node.inputs if t and t not in g.consts)
+            raise CompileError(f"its output shape depends on the values of {fed}, which are fed at run time "
+                               f"(on zeros it fails): make them constants", node=node.name, op=node.op) from None
         info = TensorInfo(tuple(int(s) for s in y.shape), y.dtype.name)
     return [info]
 
