@@ -1,7 +1,7 @@
 """Network ops without llvmlite kernels yet: LRN, InstanceNormalization, LayerNormalization,
 ConvTranspose, Resize/Upsample (nearest and linear in numpy; other modes through onnx.reference)
 and the generic ones this compiler chooses to take explicitly (reductions, ArgMax, TopK, Split,
-Slice, Gather, Tile, Expand, DepthToSpace/SpaceToDepth, Einsum when not a matmul, ...)."""
+Slice, Gather, Tile, Expand, DepthToSpace/SpaceToDepth, ...; Einsum is linear.py's)."""
 
 from __future__ import annotations
 
@@ -233,6 +233,6 @@ register(OpDef("ResizeNd", _infer_resize, _run_resize, Precision.FLOAT, ("Resize
 for _op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceL1",
             "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin", "TopK", "Split", "Slice", "Gather",
             "GatherElements", "Tile", "Expand", "ConstantOfShape", "Range", "Shape", "Size", "NonZero",
-            "ScatterND", "CumSum", "Einsum", "GlobalMaxPool", "LpNormalization", "OneHot", "Trilu", "Mod",
+            "ScatterND", "CumSum", "GlobalMaxPool", "LpNormalization", "OneHot", "Trilu", "Mod",
             "Round", "Sign", "IsNaN", "Hardmax", "LogSoftmax", "DepthToSpace", "SpaceToDepth"):
     generic_def(_op)

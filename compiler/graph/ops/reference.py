@@ -194,12 +194,13 @@ def _infer_generic(node: Node, g: Graph) -> list[TensorInfo]:
 
 
 def generic_def(op_type: str, precision: Precision = Precision.FLOAT, versions: tuple[int, ...] = (),
-                doc: str = "") -> OpDef | None:
-    """The registered definition for an ONNX op run through onnx.reference (registered on first use)."""
+                doc: str = "", convert=None) -> OpDef | None:
+    """The registered definition for an ONNX op run through onnx.reference (registered on first use);
+    `convert` imports some forms of it as other ops (Einsum as MatMul), the rest generically."""
     if op_type in OPS:
         return OPS[op_type]
     base = op_type.removesuffix(GENERIC)
     if not implemented(base):
         return None
     return register(OpDef(op_type, _infer_generic, _run_generic, precision, (op_type,) if base == op_type else (),
-                          convert_generic, versions, kernel="onnx.reference", doc=doc))
+                          convert or convert_generic, versions, kernel="onnx.reference", doc=doc))

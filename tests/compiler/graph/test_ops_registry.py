@@ -207,3 +207,30 @@ def test_every_op_the_accelerator_may_take_has_its_lowering_in_the_registry():
     assert {"QConv", "QDense", "QAdd", "Relu", "MaxPool"} <= takers
     source = inspect.getsource(lower.lower_node)
     assert not any(f'"{name}"' in source for name in takers)
+
+
+EINSUMS = [("bij,bjk->bik", (2, 3, 4), (2, 4, 5), True), ("bhqd,bhkd->bhqk", (1, 2, 3, 4), (1, 2, 5, 4), True),
+           ("...ij,...jk->...ik", (2, 2, 3, 4), (4, 5), True), ("ij,kj->ki", (3, 4), (5, 4), True),
+           ("ii,ij->ij", (3, 3), (3, 4), False), ("bij,bjk->bk", (2, 3, 4), (2, 4, 5), False)]
+
+
+@pytest.mark.parametrize("eq,sa,sb,matmul", EINSUMS, ids=[e[0] for e in EINSUMS])
+def test_einsum_that_is_a_matmul_imports_as_matmul(eq, sa, sb, matmul):
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal(sa).astype(np.float32), rng.standard_normal(sb).astype(np.float32)
+    want = np.einsum(eq, a, b)
+    m = _model([helper.make_node("Einsum", ["a", "b"], ["y"], equation=eq)],
+               [vi("a", TensorProto.FLOAT, list(sa)), vi("b", TensorProto.FLOAT, list(sb))],
+               [vi("y", TensorProto.FLOAT, list(want.shape))], opset=12)
+    ops = [n.op for n in import_onnx(m).nodes]
+    assert ("MatMul" in ops and "Einsum" not in ops) if matmul else ops == ["Einsum"]
+    np.testing.assert_allclose(_run_cpu(m, {"a": a, "b": b})[1]["y"], want, rtol=1e-5, atol=1e-5)
+
+
+def test_einsum_by_constant_weights_becomes_dense_for_the_int8_path():
+    from vtakit.compiler.graph.build import optimize
+
+    w = np.random.default_rng(2).standard_normal((5, 4)).astype(np.float32)
+    m = _model([helper.make_node("Einsum", ["x", "w"], ["y"], equation="nc,kc->nk")],
+               [vi("x", TensorProto.FLOAT, [2, 4])], [vi("y", TensorProto.FLOAT, [2, 5])], [c(w, "w")], opset=12)
+    assert [n.op for n in optimize(import_onnx(m)).nodes] == ["Dense"]
