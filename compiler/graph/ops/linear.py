@@ -147,6 +147,7 @@ register(OpDef("Gemm", _infer_gemm, _run_gemm, Precision.INT8, ("Gemm",), _conve
                dtypes=FLOAT32))
 register(OpDef("MatMul", _infer_matmul, lambda n, a, k: k.matmul(a[0], a[1]), Precision.INT8, ("MatMul",),
                _convert_matmul, (1, 9, 13), int8_form=lambda g, n: False, dtypes=FLOAT32))
-register(OpDef("Dense", _infer_dense, _run_dense, Precision.INT8, int8_form=_weights_form))
+register(OpDef("Dense", _infer_dense, _run_dense, Precision.INT8, int8_form=_weights_form, int8_op="QDense",
+               int8_rule="weights"))
 generic_def("Einsum", versions=(12,), doc="a (batched) matmul imports as MatMul", convert=_convert_einsum)
 register(OpDef("QDense", _infer_dense, _run_qdense, None, accel=lambda g, n, cfg: None, lower=lower_linear))

@@ -204,7 +204,7 @@ def _infer_gap(node: Node, g: Graph) -> list[TensorInfo]:
 
 
 register(OpDef("Conv", _infer_conv, _run_conv, Precision.INT8, ("Conv",), convert_conv, (1, 11, 22),
-               int8_form=_weights_form, dtypes=FLOAT32))
+               int8_form=_weights_form, dtypes=FLOAT32, int8_op="QConv", int8_rule="weights"))
 register(OpDef("QConv", _infer_conv, _run_qconv, None, accel=_place_qconv, lower=lower_linear))
 register(OpDef("MaxPool", _infer_pool, _run_maxpool, Precision.NEUTRAL, ("MaxPool",), _convert_pool,
                (1, 8, 10, 11, 12, 22), accel=_place_maxpool, lower=lower_maxpool, dtypes=FLOAT32_INT8))

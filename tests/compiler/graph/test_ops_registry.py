@@ -234,3 +234,18 @@ def test_einsum_by_constant_weights_becomes_dense_for_the_int8_path():
     m = _model([helper.make_node("Einsum", ["x", "w"], ["y"], equation="nc,kc->nk")],
                [vi("x", TensorProto.FLOAT, [2, 4])], [vi("y", TensorProto.FLOAT, [2, 5])], [c(w, "w")], opset=12)
     assert [n.op for n in optimize(import_onnx(m)).nodes] == ["Dense"]
+
+
+def test_the_quantizer_and_folds_read_int8_rules_from_the_registry():
+    """Which ops rescale in int8 (and into which quantized op) is each definition's `int8_op`/`int8_rule`;
+    quantize.py and fold.py name none of them."""
+    import inspect
+
+    from vtakit.compiler.graph import fold, quantize
+
+    rules = {name: (d.int8_op, d.int8_rule) for name, d in OPS.items() if d.int8_rule}
+    assert rules == {"Conv": ("QConv", "weights"), "Dense": ("QDense", "weights"), "Add": ("QAdd", "sum")}
+    assert all(OPS[op].precision is None for op, _ in rules.values())
+    for module in (quantize, fold):
+        source = inspect.getsource(module)
+        assert not any(s in source for s in ('"QConv"', '"QDense"', '"QAdd"', '("Conv", "Dense")', 'op == "Add"'))
