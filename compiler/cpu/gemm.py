@@ -177,9 +177,9 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     kernel(pointer(a2), pointer(b2), pointer(c), pointer(a_offsets), pointer(b_offsets))
     n = b2.shape[-1]
     if a.ndim == 1:
-        c = c.reshape(*c.shape[:-2], n)
+        c = c.reshape((*c.shape[:-2], n))
     if b.ndim == 1:
-        c = c.reshape(*c.shape[:-1])
+        c = c.reshape(c.shape[:-1])
     return c
 
 

@@ -29,6 +29,10 @@ OPERATORS: dict[str, Callable[..., Any]] = {
     "softmax": reduce.softmax, "transpose": layout.transpose, "pad": layout.pad, "concat": layout.concat,
     "pack_activation": layout.pack_activation, "unpack_activation": layout.unpack_activation,
 }
+HOST_OPERANDS: dict[str, tuple[int, ...]] = {"batch_norm": (1, 2, 3, 4)}
+"""Operands an operator reads on the host (batch norm folds its statistics into one factor there): a
+constant one is passed as it is, never uploaded (so the compile-time recorder, which holds no data,
+can plan the node too)."""
 
 
 class GpuKernels:
@@ -39,7 +43,7 @@ class GpuKernels:
         self.label = backend.label
         self._constants: dict[int, tuple[np.ndarray, DeviceArray | None]] = {id(c): (c, None) for c in constants}
         for name, function in OPERATORS.items():
-            setattr(self, name, functools.partial(self._call, function))
+            setattr(self, name, functools.partial(self._call, function, HOST_OPERANDS.get(name, ())))
 
     def device(self, value: np.ndarray | DeviceArray) -> DeviceArray:
         """`value` on the device: a registered constant is uploaded once, anything else every time."""
@@ -68,17 +72,20 @@ class GpuKernels:
             return [self._move(v) for v in value]
         return value
 
-    def _call(self, function: Callable[..., Any], *args: Any, **options: Any) -> Any:
-        return function(*(self._move(a) for a in args), gpu=self.backend, **options)
+    def _call(self, function: Callable[..., Any], host: tuple[int, ...], *args: Any, **options: Any) -> Any:
+        return function(*(a if i in host else self._move(a) for i, a in enumerate(args)), gpu=self.backend,
+                        **options)
 
 
 def record_launches(graph, nodes: Iterable[str] | None = None, arch: str = DEFAULT_ARCH) -> dict[str, Any]:
     """{arch, kernels: {node: [launch, ...]}, ptx_kernels} for the GPU nodes of `graph` (all when None).
 
     Runs each node's operator code on a `Recorder` with placeholders of the
-    declared shapes, so every kernel's PTX is generated now.
+    declared shapes, so every kernel's PTX is generated now.  A node without GPU code (numpy or
+    onnx.reference: it runs on host copies) launches nothing but its fused activation.
     """
-    from vtakit.compiler.graph.execute import run_node
+    from vtakit.compiler.graph.execute import fused_activation, run_node
+    from vtakit.compiler.graph.ops import op_def
 
     recorder = Recorder(arch)
     kernels = GpuKernels(recorder, graph.consts.values())
@@ -98,6 +105,10 @@ def record_launches(graph, nodes: Iterable[str] | None = None, arch: str = DEFAU
             continue
         recorder.node = node.name
         recorder.launches.setdefault(node.name, [])
+        if op_def(node.op, node).kernel != "llvmlite":
+            info = graph.tensors[node.outputs[0]]
+            env[node.outputs[0]] = fused_activation(node, recorder.empty(info.shape, info.dtype), kernels)
+            continue
         env[node.outputs[0]] = run_node(node, [value(t) if t else None for t in node.inputs], kernels)
     return dict(arch=arch, ptx_kernels=len(recorder.ptx),
                 kernels={node: [r.to_dict() for r in records] for node, records in recorder.launches.items()})

@@ -39,6 +39,11 @@ def run_node(node: Node, args: list[np.ndarray | None], kernels=cpu) -> np.ndarr
         y = kernels.device(np.ascontiguousarray(y))
     else:
         y = d.run(node, args, kernels)
+    return fused_activation(node, y, kernels)
+
+
+def fused_activation(node: Node, y, kernels=cpu):
+    """`y` with the node's fused activation (relu/clip bounds, `fold.fuse_activations`) applied."""
     if "act" in node.attrs and y.dtype == np.float32:
         lo, hi = node.attrs["act"]
         y = kernels.clip(y, clip_bound(lo), clip_bound(hi))

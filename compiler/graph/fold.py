@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from vtakit.compiler.graph.ir import Graph, Node
+from vtakit.compiler.graph.ops import int8_rule
 from vtakit.compiler.graph.simplify import eliminate_dead_code
 
 
@@ -53,7 +54,7 @@ def _params(g: Graph, conv: Node) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _foldable(g: Graph, node: Node) -> bool:
-    return node.op in ("Conv", "Dense") and g.is_const(node.inputs[1]) and \
+    return int8_rule(node.op) == "weights" and g.is_const(node.inputs[1]) and \
         (len(node.inputs) < 3 or not node.inputs[2] or g.is_const(node.inputs[2]))
 
 
@@ -158,7 +159,7 @@ def _range_of(g: Graph, node: Node) -> tuple[float, float] | None:
 
 
 def _fuse_next_activation(g: Graph, users: dict[str, list[Node]], node: Node) -> bool:
-    if node.op not in ("Conv", "Dense", "Add", "Relu", "Clip"):
+    if int8_rule(node.op) is None and node.op not in ("Relu", "Clip"):
         return False
     nxt = _sole_reader(g, users, node.outputs[0])
     rng = _range_of(g, nxt) if nxt is not None else None

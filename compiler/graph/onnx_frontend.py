@@ -49,6 +49,22 @@ arithmetic the accelerator exists for (conv, dense, same-shape add), float-only 
 constant, not a node."""
 _DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
            10: "float16", 11: "float64", 12: "uint32", 13: "uint64"}
+NATIVE_DTYPES = frozenset(_DTYPES.values())
+"""Element types the families' host code (llvmlite, numpy) computes in; a node reading any other
+(bfloat16, float8, int4/int2, float4, string: `onnx_dtype`) runs through onnx.reference."""
+
+
+def onnx_dtype(elem_type: int) -> str | None:
+    """The numpy dtype name of an ONNX element type (ml_dtypes' for bfloat16, float8, int4, ...;
+    'object' for strings), None for types that are not tensors of numbers, bools or strings."""
+    import onnx
+
+    if elem_type in _DTYPES:
+        return _DTYPES[elem_type]
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except (KeyError, TypeError, ValueError):
+        return None
 FOLD_LIMIT = 1 << 27  # never materialise a folded constant bigger than this many elements at import
 
 
@@ -85,10 +101,33 @@ def load_model(source):
 def _opset(model) -> int:
     for imp in model.opset_import:
         if imp.domain in ("", "ai.onnx"):
+            if 1 <= imp.version < OPSETS.start:
+                return _lift(model, imp.version)
             if imp.version not in OPSETS:
                 raise CompileError(f"ONNX opset {imp.version} is not supported (use {OPSETS.start}-{OPSETS.stop - 1})")
             return imp.version
     raise CompileError("ONNX model imports no default-domain opset")
+
+
+def _lift(model, version: int) -> int:
+    """An opset below 7 imports as 7 when every op the model uses has the same definition (schema
+    version) at both, so nothing it means changes; else one error naming the ops that changed."""
+    import onnx
+
+    changed = set()
+    for n in model.graph.node:
+        if n.domain in ("", "ai.onnx"):
+            try:
+                same = onnx.defs.get_schema(n.op_type, version).since_version == \
+                    onnx.defs.get_schema(n.op_type, OPSETS.start).since_version
+            except onnx.defs.SchemaError:
+                same = False
+            if not same:
+                changed.add(n.op_type)
+    if changed:
+        raise CompileError(f"ONNX opset {version} is not supported: {', '.join(sorted(changed))} changed by opset "
+                           f"{OPSETS.start} (use {OPSETS.start}-{OPSETS.stop - 1})")
+    return OPSETS.start
 
 
 def _check_ops(model) -> None:
@@ -148,10 +187,10 @@ class _Importer:
         """Static dims as given; a symbolic first (batch) dim bound by `override`, by the first calibration
         sample (`bound`) or else 1 (noted in `defaulted`); other symbolic dims need `override`."""
         tt = vi.type.tensor_type
-        dtype = _DTYPES.get(tt.elem_type)
+        dtype = onnx_dtype(tt.elem_type)
         if dtype is None:
-            raise CompileError(f"input {vi.name!r} has element type {tt.elem_type}; a numeric or bool tensor "
-                               f"expected")
+            raise CompileError(f"input {vi.name!r} has element type {tt.elem_type}; a tensor of numbers, bools "
+                               f"or strings expected")
         dims, symbolic = [], []
         for i, d in enumerate(tt.shape.dim):
             if d.HasField("dim_value") and d.dim_value > 0:
@@ -170,8 +209,10 @@ class _Importer:
             given = tuple(int(s) for s in given)
             what = f"input_shapes[{vi.name!r}]" if override is not None else \
                 f"the first calibration sample for {vi.name!r}"
-            if len(given) != len(dims) or any(s < 1 for s in given):
+            if len(given) != len(dims):
                 raise CompileError(f"{what} = {given} does not match the model's rank {len(dims)}")
+            if any(s < 0 for s in given):
+                raise CompileError(f"{what} = {given} has a negative dimension")
             if any(given[i] != dims[i] for i in fixed):
                 raise CompileError(f"{what} = {given} contradicts the model's shape {tuple(dims)}")
             return TensorInfo(given, dtype)
@@ -266,9 +307,14 @@ class _Importer:
 
     def convert(self, n, name: str, at: dict) -> None:
         """The op's own import; where that needs a constant the model feeds at run time (a Clip bound,
-        a quantization scale), the op runs generically when its output shape is still static."""
+        a quantization scale), the op runs generically when its output shape is still static; so does
+        a node reading an element type the host code does not compute in (`NATIVE_DTYPES`)."""
         if n.op_type == "Constant":
             self.set_const(n.output[0], _constant_value(n, name, at))
+            return
+        takes = onnx_def(n.op_type).dtypes or NATIVE_DTYPES
+        if any(i and self.graph.tensors[i].dtype not in takes for i in n.input) and implemented(n.op_type, self.opset):
+            convert_generic(self, n, name, at)
             return
         try:
             onnx_def(n.op_type).convert(self, n, name, at)

@@ -49,11 +49,10 @@ from vtakit.errors import CompileError
 from vtakit.compiler.graph.execute import check_feeds, run_graph
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.onnx_frontend import PRECISION
-from vtakit.compiler.graph.ops import Precision, op_def, precision_of
+from vtakit.compiler.graph.ops import Precision, int8_rule, op_def, precision_of
 
 SAME_SCALE_OPS = tuple(op for op, c in PRECISION.items() if c is Precision.NEUTRAL)
 """int8 ops whose output keeps the input's scale: the precision-neutral ones."""
-RESCALING_OPS = ("Conv", "Dense", "Add")
 EXP_RANGE = (-16, 30)
 
 
@@ -179,7 +178,7 @@ def precision_plan(g: Graph) -> PrecisionPlan:
             continue
         int8.add(n.name)
         out = n.outputs[0]
-        if n.op in ("Conv", "Dense") and "act" not in n.attrs and not any(needs[r.name] for r in users.get(out, [])):
+        if int8_rule(n.op) == "weights" and "act" not in n.attrs and not any(needs[r.name] for r in users.get(out, [])):
             wide.add(n.name)
         else:
             int8_tensors.add(out)
@@ -212,7 +211,7 @@ def assign_exponents(g: Graph, cal: Calibration, int8_nodes: list[Node],
         if n.op in SAME_SCALE_OPS:
             for i in acts:
                 groups.union(i, n.outputs[0])
-        elif n.op == "Add":
+        elif int8_rule(n.op) == "sum":
             groups.union(acts[0], acts[1])
     missing = sorted(t for t in tensors if t not in cal.amax)
     if missing:
@@ -225,9 +224,9 @@ def assign_exponents(g: Graph, cal: Calibration, int8_nodes: list[Node],
         changed = False
         for n in int8_nodes:
             out = groups.find(n.outputs[0])
-            if n.op in ("Conv", "Dense"):
+            if int8_rule(n.op) == "weights":
                 limit = exp[groups.find(n.inputs[0])] + weight_exp[n.name]
-            elif n.op == "Add":
+            elif int8_rule(n.op) == "sum":
                 limit = exp[groups.find(n.inputs[0])]
             else:
                 continue
@@ -266,7 +265,7 @@ def quantize(graph: Graph, cal: Calibration) -> Graph:
     plan = precision_plan(g)
     int8_nodes = [n for n in g.nodes if n.name in plan.int8]
     int8_names = plan.int8
-    wexp = {n.name: _weight_exp(g.consts[n.inputs[1]]) for n in int8_nodes if n.op in ("Conv", "Dense")}
+    wexp = {n.name: _weight_exp(g.consts[n.inputs[1]]) for n in int8_nodes if int8_rule(n.op) == "weights"}
     exp = assign_exponents(g, cal, int8_nodes, wexp)
     q = Graph([], {}, list(g.inputs), list(g.outputs), {}, g.name, dict(g.notes))
     for t in g.inputs:
@@ -311,7 +310,7 @@ def quantize(graph: Graph, cal: Calibration) -> Graph:
         out = n.outputs[0]
         wide = n.name in plan.wide
         attrs = {k: v for k, v in n.attrs.items() if k != "act"}
-        if n.op in ("Conv", "Dense"):
+        if int8_rule(n.op) == "weights":
             x = as_int(n.inputs[0], n)
             e_x, e_w = exp[n.inputs[0]], wexp[n.name]
             w = g.consts[n.inputs[1]]
@@ -329,11 +328,11 @@ def quantize(graph: Graph, cal: Calibration) -> Graph:
             if np.any(bias_q) or len(n.inputs) > 2:
                 ins.append(q.add_const(f"{n.name}.bias_q", np.clip(bias_q, -2 ** 31, 2 ** 31 - 1).astype(np.int32)))
             attrs.update(weight_exp=e_w)
-            op = "QConv" if n.op == "Conv" else "QDense"
-        elif n.op == "Add":
+            op = op_def(n.op, n).int8_op
+        elif int8_rule(n.op) == "sum":
             ins = [as_int(i, n) for i in n.inputs]
             attrs.update(shift=exp[n.inputs[0]] - exp[out], clip=_qclip(n.attrs.get("act"), exp[out]))
-            op, info = "QAdd", TensorInfo(g.tensors[out].shape, "int8", exp[out])
+            op, info = op_def(n.op, n).int8_op, TensorInfo(g.tensors[out].shape, "int8", exp[out])
         else:
             ins = [as_int(i, n) if i else "" for i in n.inputs]
             op, info = n.op, TensorInfo(g.tensors[out].shape, "int8", exp[out])

@@ -62,10 +62,12 @@ def run_one(d: str) -> tuple[str, str]:
     except Exception:  # noqa: BLE001 - sequences, optionals: not tensors, so not ours
         return "unsupported", "non-tensor test data"
     # A static-shape compiler binds shape-determining inputs at compile time: int64 inputs (axes, shapes,
-    # pads, sizes, k, repeats) and Resize/Upsample scales become initializers, as exporters write them.
+    # pads, sizes, k, repeats), Resize/Upsample scales and Range's bounds become initializers, as exporters
+    # write them.
     from onnx import numpy_helper
 
-    frozen = {k: v for k, v in feeds.items() if v.dtype == np.int64 or k in ("scales", "sizes", "roi")}
+    ranged = {i for n in model.graph.node if n.op_type == "Range" for i in n.input}  # its length: their values
+    frozen = {k: v for k, v in feeds.items() if v.dtype == np.int64 or k in ("scales", "sizes", "roi") or k in ranged}
     if frozen:
         model.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in frozen.items())
         keep = [i for i in model.graph.input if i.name not in frozen]
@@ -87,6 +89,10 @@ def run_one(d: str) -> tuple[str, str]:
         if want.dtype.kind in "fc":
             if not np.allclose(y.astype(np.float64), want.astype(np.float64), rtol=1e-3, atol=1e-5, equal_nan=True):
                 return "fail", f"{o.name}: max error {np.max(np.abs(y.astype(np.float64) - want)):.3g}"
+        elif want.dtype.kind == "V":  # ml_dtypes' bfloat16, float8, int4, ...: exact, NaN equal to NaN
+            if y.dtype != want.dtype or not np.array_equal(y.astype(np.float32), want.astype(np.float32),
+                                                           equal_nan=True):
+                return "fail", f"{o.name}: values differ ({y.dtype} vs {want.dtype})"
         elif not np.array_equal(y, want):
             return "fail", f"{o.name}: values differ"
     return "pass", ""

@@ -95,7 +95,7 @@ register(OpDef("Relu", same, lambda n, a, k: k.relu(a[0]) if getattr(a[0], "dtyp
                (1, 6, 13, 14), accel=_place_relu, lower=lower_relu))
 register(OpDef("Clip", same, _run_clip, Precision.NEUTRAL, ("Clip",), _convert_clip, (1, 6, 11, 12, 13)))
 register(OpDef("Add", infer_binary, _binary("add", np.add), Precision.INT8, ("Add",), convert_binary,
-               (1, 6, 7, 13, 14), int8_form=_add_form))
+               (1, 6, 7, 13, 14), int8_form=_add_form, int8_op="QAdd", int8_rule="sum"))
 register(OpDef("Mul", infer_binary, _binary("mul", np.multiply), Precision.FLOAT, ("Mul",), convert_binary,
                (1, 6, 7, 13, 14)))
 register(OpDef("Sub", infer_binary, _binary("sub", np.subtract), Precision.FLOAT, ("Sub",), convert_binary,

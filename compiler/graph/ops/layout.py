@@ -8,6 +8,7 @@ import numpy as np
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.ops.registry import contiguous, OpDef, Precision, fail, register, same, text
+from vtakit.compiler.hostops.layout import LAYOUT_DTYPES
 
 
 def _convert_identity(imp, n, name: str, at: dict) -> None:
@@ -176,7 +177,8 @@ register(OpDef("Flatten", _infer_flatten,
 register(OpDef("Reshape", _infer_reshape, lambda n, a, k: a[0].reshape(n.attrs["shape"]), Precision.NEUTRAL,
                ("Reshape", "Squeeze", "Unsqueeze"), _convert_reshape, (1, 5, 11, 13, 14, 19, 21)))
 register(OpDef("Transpose", _infer_transpose, lambda n, a, k: k.transpose(a[0], tuple(n.attrs["perm"])),
-               Precision.NEUTRAL, ("Transpose",), _convert_transpose, (1, 13, 21)))
+               Precision.NEUTRAL, ("Transpose",), _convert_transpose, (1, 13, 21),
+               dtypes=tuple(d.name for d in LAYOUT_DTYPES)))
 register(OpDef("Concat", _infer_concat, _run_concat, Precision.NEUTRAL,
                ("Concat",), _convert_concat, (1, 4, 11, 13)))
 register(OpDef("Pad", _infer_pad, lambda n, a, k: k.pad(a[0], n.attrs["pads"], n.attrs["value"]), Precision.NEUTRAL,

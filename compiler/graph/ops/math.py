@@ -14,6 +14,7 @@ from vtakit.errors import CompileError
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.ops.registry import contiguous, OpDef, Precision, broadcast, register, text
 from vtakit.compiler.graph.ops.elementwise import infer_binary
+from vtakit.compiler.graph.ops.reference import convert_generic
 
 _F = np.float32
 
@@ -149,8 +150,9 @@ _CAST = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64"
 
 def _convert_cast(imp, n, name: str, at: dict) -> None:
     to = int(at["to"])
-    if to not in _CAST:
-        raise CompileError(f"Cast to ONNX type {to} is not supported", node=name, op="Cast")
+    if to not in _CAST:  # bfloat16, float8, int4, ...: onnx.reference rounds and saturates as ONNX says
+        convert_generic(imp, n, name, at)
+        return
     imp.emit("Cast", name, list(n.input)[:1], [n.output[0]], dict(to=_CAST[to]))
 
 

@@ -1,7 +1,7 @@
 """Network ops without llvmlite kernels yet: LRN, InstanceNormalization, LayerNormalization,
 ConvTranspose, Resize/Upsample (nearest and linear in numpy; other modes through onnx.reference)
 and the generic ones this compiler chooses to take explicitly (reductions, ArgMax, TopK, Split,
-Slice, Gather, Tile, Expand, DepthToSpace/SpaceToDepth, Einsum when not a matmul, ...)."""
+Slice, Gather, Tile, Expand, DepthToSpace/SpaceToDepth, ...; Einsum is linear.py's)."""
 
 from __future__ import annotations
 
@@ -78,15 +78,14 @@ def _run_layernorm(node: Node, args: list, k) -> np.ndarray:
 def _convert_convtranspose(imp, n, name: str, at: dict) -> None:
     op = "ConvTranspose"
     x, w = imp.graph.tensors[n.input[0]], imp.graph.tensors[n.input[1]]
-    if len(x.shape) != 4 or len(w.shape) != 4:
-        raise CompileError(f"only 2-D ConvTranspose is supported (input {x.shape}, weight {w.shape})", node=name, op=op)
+    if len(x.shape) != 4 or len(w.shape) != 4 or "output_shape" in at:  # 1-D, 3-D, pads from output_shape
+        convert_generic(imp, n, name, at)
+        return
     kernel = tuple(int(k) for k in at.get("kernel_shape", w.shape[2:]))
     strides, dil = pair(at.get("strides"), (1, 1)), pair(at.get("dilations"), (1, 1))
     outpad = pair(at.get("output_padding"), (0, 0))
     group = int(at.get("group", 1))
     auto = text(at.get("auto_pad"), "NOTSET")
-    if "output_shape" in at:
-        raise CompileError("ConvTranspose output_shape is not supported (give pads)", node=name, op=op)
     pads = tuple(int(p) for p in at.get("pads", (0, 0, 0, 0)))
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         total = [max(strides[i] * (x.shape[2 + i] - 1) + outpad[i] + ((kernel[i] - 1) * dil[i] + 1)
@@ -234,6 +233,6 @@ register(OpDef("ResizeNd", _infer_resize, _run_resize, Precision.FLOAT, ("Resize
 for _op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceL1",
             "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin", "TopK", "Split", "Slice", "Gather",
             "GatherElements", "Tile", "Expand", "ConstantOfShape", "Range", "Shape", "Size", "NonZero",
-            "ScatterND", "CumSum", "Einsum", "GlobalMaxPool", "LpNormalization", "OneHot", "Trilu", "Mod",
+            "ScatterND", "CumSum", "GlobalMaxPool", "LpNormalization", "OneHot", "Trilu", "Mod",
             "Round", "Sign", "IsNaN", "Hardmax", "LogSoftmax", "DepthToSpace", "SpaceToDepth"):
     generic_def(_op)

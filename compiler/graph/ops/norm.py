@@ -1,21 +1,23 @@
 """Normalisations with llvmlite kernels: BatchNormalization (inference), Softmax.
 
 Batch norm folds into the conv before it (fold.fold_into_conv) when its
-statistics are constants; fed as graph inputs it runs as its own host node."""
+statistics are constants; fed as graph inputs it runs as its own host node.  Training mode (batch
+statistics, running-statistics outputs) runs through onnx.reference."""
 
 from __future__ import annotations
 
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.ir import Node
-from vtakit.compiler.graph.ops.registry import OpDef, Precision, register, same
+from vtakit.compiler.graph.ops.reference import convert_generic
+from vtakit.compiler.graph.ops.registry import FLOAT32, OpDef, Precision, register, same
 
 
 def _convert_bn(imp, n, name: str, at: dict) -> None:
     op, outs = n.op_type, list(n.output)
-    if at.get("training_mode", 0) or (imp.opset < 7 and not at.get("is_test", 0)):
-        raise CompileError("training-mode BatchNormalization is not supported", node=name, op=op)
-    if len([o for o in outs if o]) > 1:
-        raise CompileError("BatchNormalization's running-statistics outputs are not supported", node=name, op=op)
+    if at.get("training_mode", 0) or len([o for o in outs if o]) > 1:
+        # batch statistics and the running-statistics outputs: generically, one IR node per output read
+        convert_generic(imp, n, name, at)
+        return
     x = imp.graph.tensors[n.input[0]]
     for i, what in ((1, "scale"), (2, "bias"), (3, "mean"), (4, "var")):
         t = imp.graph.tensors.get(n.input[i])
@@ -50,5 +52,6 @@ def _run_softmax(node: Node, args: list, k) -> object:
 
 
 register(OpDef("BatchNormalization", same, _run_bn, Precision.FLOAT, ("BatchNormalization",), _convert_bn,
-               (1, 6, 7, 9, 14, 15)))
-register(OpDef("Softmax", same, _run_softmax, Precision.FLOAT, ("Softmax",), _convert_softmax, (1, 11, 13)))
+               (1, 6, 7, 9, 14, 15), dtypes=FLOAT32))
+register(OpDef("Softmax", same, _run_softmax, Precision.FLOAT, ("Softmax",), _convert_softmax, (1, 11, 13),
+               dtypes=FLOAT32))

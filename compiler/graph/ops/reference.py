@@ -183,18 +183,24 @@ def _infer_generic(node: Node, g: Graph) -> list[TensorInfo]:
     if info is None:  # run it on zeros (constants as themselves)
         args = [None if not t else g.consts[t] if t in g.consts else
                 np.zeros(g.tensors[t].shape, g.tensors[t].dtype) for t in node.inputs]
-        y = _run_generic(node, args, None)
+        try:
+            y = _run_generic(node, args, None)
+        except CompileError:  # e.g. Range on a zero delta: its shape needs the values
+            fed = ", ".join(repr(t) for t in node.inputs if t and t not in g.consts)
+            raise CompileError(f"its output shape depends on the values of {fed}, which are fed at run time "
+                               f"(on zeros it fails): make them constants", node=node.name, op=node.op) from None
         info = TensorInfo(tuple(int(s) for s in y.shape), y.dtype.name)
     return [info]
 
 
 def generic_def(op_type: str, precision: Precision = Precision.FLOAT, versions: tuple[int, ...] = (),
-                doc: str = "") -> OpDef | None:
-    """The registered definition for an ONNX op run through onnx.reference (registered on first use)."""
+                doc: str = "", convert=None) -> OpDef | None:
+    """The registered definition for an ONNX op run through onnx.reference (registered on first use);
+    `convert` imports some forms of it as other ops (Einsum as MatMul), the rest generically."""
     if op_type in OPS:
         return OPS[op_type]
     base = op_type.removesuffix(GENERIC)
     if not implemented(base):
         return None
     return register(OpDef(op_type, _infer_generic, _run_generic, precision, (op_type,) if base == op_type else (),
-                          convert_generic, versions, kernel="onnx.reference", doc=doc))
+                          convert or convert_generic, versions, kernel="onnx.reference", doc=doc))

@@ -40,6 +40,9 @@ FormFn = Callable[["Graph", "Node"], bool]
 PlaceFn = Callable[["Graph", "Node", Any], "str | None"]
 
 KERNELS = ("llvmlite", "numpy", "onnx.reference")
+INT8_RULES = ("weights", "sum")
+FLOAT32 = ("float32",)
+FLOAT32_INT8 = ("float32", "int8")  # what the llvmlite conv, dense and pooling kernels take
 
 
 @dataclass(frozen=True)
@@ -57,10 +60,15 @@ class OpDef:
     convert: ConvertFn | None = None
     versions: tuple[int, ...] = ()  # ONNX op versions whose semantics `convert` normalises
     int8_form: FormFn | None = None  # whether the node can compute in int8 here (default: by precision class)
+    int8_op: str | None = None  # the quantizer's op for its int8 form, when that form rescales (QConv, QAdd)
+    int8_rule: str | None = None  # how: "weights" (x * constant w + b, then a shift; folds batch norm and
+    # scales into w) or "sum" (operands brought to one scale); both carry a fused activation's clip
     accel: PlaceFn | None = None  # None when the accelerator takes the (quantized) node, else why not
     lower: Callable[..., Any] | None = None  # (graph, node, cfg, schedule) -> ops.accel.AccelProgram
     kernel: str = "llvmlite"  # what runs it on the host: llvmlite kernels, numpy, or onnx.reference
     doc: str = ""
+    dtypes: tuple[str, ...] = ()  # element types its host kernels read (empty: any native one); a node
+    # reading another type (a float16 MatMul, a uint8 MaxPool) imports generically (onnx.reference)
 
 
 OPS: dict[str, OpDef] = {}
@@ -77,6 +85,8 @@ def register(d: OpDef, onnx_precision: dict[str, Precision] | None = None) -> Op
         raise ValueError(f"op {d.name!r} is registered twice")
     if d.kernel not in KERNELS:
         raise ValueError(f"op {d.name!r}: unknown kernel kind {d.kernel!r}")
+    if (d.int8_rule is None) != (d.int8_op is None) or (d.int8_rule and d.int8_rule not in INT8_RULES):
+        raise ValueError(f"op {d.name!r}: int8_op and int8_rule ({', '.join(INT8_RULES)}) go together")
     OPS[d.name] = d
     for onnx_op in d.onnx:
         if onnx_op in IMPORTS:
@@ -108,6 +118,12 @@ def onnx_def(op_type: str) -> OpDef | None:
 
         d = generic_def(op_type)
     return d
+
+
+def int8_rule(op: str) -> str | None:
+    """An op's rescaling int8 rule (`OpDef.int8_rule`): "weights", "sum" or None."""
+    d = OPS.get(op)
+    return d.int8_rule if d is not None else None
 
 
 def precision_of(op: str) -> Precision:

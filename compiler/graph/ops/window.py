@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.ops.accel import lower_linear, lower_maxpool
-from vtakit.compiler.graph.ops.registry import OpDef, Precision, acc8_reason, fail, register, text
+from vtakit.compiler.graph.ops.registry import (FLOAT32, FLOAT32_INT8, OpDef, Precision, acc8_reason, fail,
+                                                register, text)
 from vtakit.isa.arith import ceil_div
 
 
@@ -136,7 +137,7 @@ def _place_qconv(g: Graph, n: Node, cfg) -> str | None:
 
 # ---------------------------------------------------------------------------------------- pooling
 def _convert_pool(imp, n, name: str, at: dict) -> None:
-    from vtakit.errors import CompileError
+    from vtakit.compiler.graph.ops.reference import convert_generic
 
     if _not_2d(imp, n, name, at):
         return
@@ -144,14 +145,13 @@ def _convert_pool(imp, n, name: str, at: dict) -> None:
     attrs = window_attrs(imp, op, name, ins, at)
     if op == "MaxPool":
         if (len(outs) > 1 and outs[1]) or at.get("storage_order", 0):  # indices: generically
-            from vtakit.compiler.graph.ops.reference import convert_generic
-
             convert_generic(imp, n, name, at)
             return
         attrs["ceil_mode"] = bool(at.get("ceil_mode", 0))
     else:
-        if attrs["dilations"] != (1, 1):
-            raise CompileError("AveragePool dilations are not supported", node=name, op=op)
+        if attrs["dilations"] != (1, 1):  # dilated averaging (opset 19): generically
+            convert_generic(imp, n, name, at)
+            return
         attrs.update(ceil_mode=bool(at.get("ceil_mode", 0)), count_include_pad=bool(at.get("count_include_pad", 0)))
     imp.emit(op, name, ins[:1], outs[:1], attrs)
 
@@ -204,11 +204,11 @@ def _infer_gap(node: Node, g: Graph) -> list[TensorInfo]:
 
 
 register(OpDef("Conv", _infer_conv, _run_conv, Precision.INT8, ("Conv",), convert_conv, (1, 11, 22),
-               int8_form=_weights_form))
+               int8_form=_weights_form, dtypes=FLOAT32, int8_op="QConv", int8_rule="weights"))
 register(OpDef("QConv", _infer_conv, _run_qconv, None, accel=_place_qconv, lower=lower_linear))
 register(OpDef("MaxPool", _infer_pool, _run_maxpool, Precision.NEUTRAL, ("MaxPool",), _convert_pool,
-               (1, 8, 10, 11, 12, 22), accel=_place_maxpool, lower=lower_maxpool))
+               (1, 8, 10, 11, 12, 22), accel=_place_maxpool, lower=lower_maxpool, dtypes=FLOAT32_INT8))
 register(OpDef("AveragePool", _infer_pool, _run_avgpool, Precision.FLOAT, ("AveragePool",), _convert_pool,
-               (1, 7, 10, 11, 19, 22)))
+               (1, 7, 10, 11, 19, 22), dtypes=FLOAT32))
 register(OpDef("GlobalAveragePool", _infer_gap, lambda n, a, k: k.global_avg_pool(a[0]), Precision.FLOAT,
-               ("GlobalAveragePool",), _convert_plain, (1, 22)))
+               ("GlobalAveragePool",), _convert_plain, (1, 22), dtypes=FLOAT32))

@@ -116,3 +116,32 @@ def test_cli_compile_and_run(tmp_path, capsys):
         assert main(["run", str(cuda_mod), "--input", str(x), "--device", "cuda"]) == 1
         err = capsys.readouterr().err.strip()
         assert err.startswith("error: cannot run on the GPU: cuInit failed") and "\n" not in err
+
+
+def test_generic_ops_compile_for_cuda_and_run_on_the_emulated_gpu(emulator):
+    """Ops without GPU code (LRN in numpy, Hardmax and ReduceMean through onnx.reference) launch nothing
+    and run on host copies; Sum and a batch norm that folds into no conv (constant statistics, read on
+    the host) launch GPU kernels; the result is the CPU backend's."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    c = numpy_helper.from_array
+    stats = [c(rng.uniform(0.5, 1.5, 4).astype(np.float32), n) for n in ("s", "b", "m", "v")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("LRN", ["c"], ["l"], size=3),
+             helper.make_node("Sum", ["c", "l", "c"], ["s1"]), helper.make_node("Hardmax", ["s1"], ["h"], axis=1),
+             helper.make_node("Add", ["h", "s1"], ["a"]),
+             helper.make_node("BatchNormalization", ["a", "s", "b", "m", "v"], ["bn"]),
+             helper.make_node("Resize", ["bn", "", "sc"], ["r"], mode="nearest"),
+             helper.make_node("ReduceMean", ["r"], ["y"], axes=[2, 3], keepdims=0)]
+    inits = [c(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"), c(np.array([1, 1, 2, 2], np.float32), "sc")]
+    graph = helper.make_graph(nodes, "generic", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], inits + stats)
+    module = vtakit.compile(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), target="cuda")
+    launches = {n.op: len(module.notes["gpu"]["kernels"][n.name]) for n in module.graph.nodes}
+    assert launches["LRN"] == launches["Hardmax"] == launches["ReduceMean"] == 0
+    assert launches["Conv"] > 0 and launches["BatchNormalization"] > 0
+    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    want = module.run({"x": x}, device="cpu")["y"]
+    np.testing.assert_allclose(module.run({"x": x}, host=emulator)["y"], want, rtol=1e-5, atol=1e-5)
+    assert module.last_run.device == "emulator"

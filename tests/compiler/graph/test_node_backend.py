@@ -21,7 +21,14 @@ SAMPLE = ("test_conv_with_strides_padding", "test_maxpool_2d_pads", "test_averag
           "test_where_example", "test_equal", "test_greater", "test_argmax_default_axis_example",
           "test_edge_pad", "test_reflect_pad", "test_tile", "test_instancenorm_example",
           "test_layer_normalization_4d_axis1", "test_depthtospace_example", "test_top_k",
-          "test_einsum_batch_matmul", "test_cast_FLOAT_to_DOUBLE", "test_batchnorm_example")
+          "test_einsum_batch_matmul", "test_cast_FLOAT_to_DOUBLE", "test_batchnorm_example",
+          # one per class that once failed: element types the host code does not compute in (in, out, a
+          # string compare, a kernel's narrower set), zero-size inputs, training-mode batch norm, 1-D and
+          # output_shape ConvTranspose, dilated averaging, 1-D MatMul, opset 1, Range's bounds
+          "test_cast_BFLOAT16_to_FLOAT", "test_cast_FLOAT_to_FLOAT8E4M3FN", "test_equal_string",
+          "test_maxpool_2d_uint8", "test_reduce_sum_empty_set", "test_batchnorm_example_training_mode",
+          "test_convtranspose_1d", "test_convtranspose_output_shape", "test_averagepool_2d_dilations",
+          "test_matmul_1d_1d", "test_not_2d", "test_range_float_type_positive_delta")
 
 
 @pytest.mark.parametrize("name", SAMPLE)
@@ -39,4 +46,5 @@ def test_every_supported_node_test():
     supported = {k: v for k, v in results.items() if v[0] != "unsupported"}
     passed = [k for k, v in supported.items() if v[0] == "pass"]
     print(f"passed {len(passed)} / supported {len(supported)} / total {len(results)}")
-    assert len(passed) >= 0.8 * len(supported)
+    failed = {k: v for k, v in supported.items() if v[0] != "pass"}
+    assert not failed, failed

@@ -55,3 +55,15 @@ def test_light_zoo_int8_on_the_cycle_model_tracks_the_float_logits(name):
     y = y.reshape(-1)
     assert module.last_run.accelerator_cycles > 0
     assert float(np.dot(y, ref) / np.linalg.norm(y) / np.linalg.norm(ref)) >= 0.99
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", L.NAMES)
+def test_light_zoo_compiles_for_cuda(name):
+    """Every node's GPU launches are recorded at compile time (PTX generated); LRN, which has no GPU code,
+    launches nothing and runs on host copies."""
+    module = vtakit.compile(L.load(name), target="cuda")
+    kernels = module.notes["gpu"]["kernels"]
+    assert set(kernels) == {n.name for n in module.graph.nodes} and module.notes["gpu"]["ptx_kernels"] > 0
+    assert all(kernels[n.name] for n in module.graph.nodes if n.op == "Conv")
+    assert not any(kernels[n.name] for n in module.graph.nodes if n.op == "LRN")
