@@ -63,6 +63,23 @@ class ReductionPacking:
     def label(self) -> str:
         return self.kind + ("+bias" if self.bias_lanes else "")
 
+    def to_spec(self) -> str:
+        """A one-line text form (module manifests, buffer keys); `from_spec` reads it back."""
+        g = self.original
+        dims = ",".join(map(str, g.x_shape + g.w_shape + (g.stride, g.padding, self.bias_lanes)))
+        return f"{self.kind}/{dims}"
+
+    @classmethod
+    def from_spec(cls, spec: str) -> "ReductionPacking":
+        try:
+            kind, dims = spec.split("/")
+            v = tuple(int(d) for d in dims.split(","))
+            g = ConvGeometry(v[0:4], v[4:8], v[8], v[9])
+            lanes = v[10]
+        except (ValueError, IndexError):
+            raise CompileError(f"bad reduction packing spec {spec!r}") from None
+        return _with_lanes(packing(kind, g), lanes)
+
     def input(self, x: np.ndarray) -> np.ndarray:
         """The packed convolution's data from the original's (host side, same dtype)."""
         data = self._data(x)
@@ -194,10 +211,18 @@ def with_bias_lanes(cfg: HwConfig, p: ReductionPacking, bias: np.ndarray | None)
     a constant channel is constant at every tap."""
     if p.kind == "none" or bias is None:
         return p
-    n, c, h, w = p.packed.x_shape
+    c = p.packed.x_shape[1]
     lanes = ceil_div(c, cfg.block_in) * cfg.block_in - c
     if lanes < 2 or bias_digits(bias, lanes) is None:
         return p
+    return _with_lanes(p, lanes)
+
+
+def _with_lanes(p: ReductionPacking, lanes: int) -> ReductionPacking:
+    """`p` with `lanes` constant input channels after its data channels."""
+    if not lanes:
+        return p
+    n, c, h, w = p.packed.x_shape
     o, _, kh, kw = p.packed.w_shape
     packed = ConvGeometry((n, c + lanes, h, w), (o, c + lanes, kh, kw), p.packed.stride, p.packed.padding)
     return ReductionPacking(p.kind, p.original, packed, lanes)
