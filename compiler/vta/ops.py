@@ -115,7 +115,9 @@ def _report(name: str, op: CompiledOp, stats: RunStats, macs: int, compile_s: fl
 
 
 # -------------------------------------------------------------- convolution
-def _check_window(name: str, stride, padding) -> None:
+def _check_conv_args(name: str, x_shape, w_shape, stride, padding) -> None:
+    if w_shape[1] != x_shape[1]:
+        raise CompileError(f"weights expect {w_shape[1]} input channels, data has {x_shape[1]}", op=name)
     if not isinstance(stride, int) or stride < 1 or not isinstance(padding, int) or padding < 0:
         raise CompileError(f"stride must be >= 1 and padding >= 0, got {stride}, {padding}", op=name)
 
@@ -125,12 +127,10 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
                    vthreads: int | None = None, name: str = "conv2d") -> tuple[CompiledOp, Any]:
     """Compile a convolution; returns the relocatable program and the schedule used."""
     n, c, h, w = x_shape
-    o, ci, kh, kw = w_shape
+    o, _, kh, kw = w_shape
     _check_vthreads(name, vthreads)
     shift, clip = requant_args(name, shift, clip)
-    if ci != c:
-        raise CompileError(f"weights expect {ci} input channels, data has {c}", op=name)
-    _check_window(name, stride, padding)
+    _check_conv_args(name, x_shape, w_shape, stride, padding)
     compute = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
                          bias=bias, shift=shift, clip=clip, name=name)
     if schedule is None and vthreads is None:
@@ -154,7 +154,7 @@ def conv_packing(cfg: HwConfig, *, x_shape, w_shape, stride: int, padding: int, 
                  name: str = "conv2d") -> ReductionPacking:
     """The reduction packing of a convolution: `kind` if given, else the cost model's choice; a
     packed form carries the bias in idle lanes where it fits (`packing.with_bias_lanes`)."""
-    _check_window(name, stride, padding)
+    _check_conv_args(name, x_shape, w_shape, stride, padding)
     n, c, h, wd = x_shape
     o, _, kh, kw = w_shape
     shift, clip = requant_args(name, shift, clip)
@@ -181,8 +181,6 @@ def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, b
         _check_array("bias", name, bias, np.int32, 1)
         if len(bias) != w.shape[0]:
             raise CompileError(f"bias has {len(bias)} entries for {w.shape[0]} output channels", op=name)
-    if w.shape[1] != x.shape[1]:
-        raise CompileError(f"weights expect {w.shape[1]} input channels, data has {x.shape[1]}", op=name)
     t0 = time.perf_counter()
     pk = conv_packing(cfg, x_shape=x.shape, w_shape=w.shape, stride=stride, padding=padding,
                       bias=bias, shift=shift, clip=clip, name=name,

@@ -10,7 +10,7 @@ import numpy as np
 
 from vtakit.compiler.graph.ir import Graph, Node
 from vtakit.compiler.vta.ops import compile_conv2d, compile_eltwise, conv_packing
-from vtakit.compiler.vta.packing import ReductionPacking, packing as no_packing, ConvGeometry
+from vtakit.compiler.vta.packing import ConvGeometry, ReductionPacking, packing
 from vtakit.compiler.vta.runtime import pack_bias, pack_weight
 from vtakit.isa.config import HwConfig
 
@@ -64,7 +64,7 @@ def _host_packing(g: Graph, n: Node, cfg: HwConfig, x_shape, w_shape, stride: in
     conv (and one with a tuned schedule, which names the unpacked shape) is left unpacked."""
     from vtakit.compiler.graph.partition import accelerator_reason     # partition imports the registry
 
-    plain = no_packing("none", ConvGeometry(tuple(x_shape), tuple(w_shape), stride, pad))
+    plain = packing("none", ConvGeometry(tuple(x_shape), tuple(w_shape), stride, pad))
     producer = g.producers().get(n.inputs[0])
     if n.op != "QConv" or schedule is not None or (producer is not None
                                                     and accelerator_reason(g, producer, cfg) is None):
