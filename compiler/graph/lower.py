@@ -27,10 +27,13 @@ class ActBuffer:
     tensor: str
     block: int
     planes: int = 1
+    packing: str = ""
+    """A reduction packing the host applies when it writes the tensor (`ReductionPacking.to_spec`)."""
 
     @property
     def key(self) -> str:
-        return f"act:{self.tensor}@{self.block}" + (f"x{self.planes}" if self.planes > 1 else "")
+        return (f"act:{self.tensor}@{self.block}" + (f"x{self.planes}" if self.planes > 1 else "")
+                + (f"~{self.packing}" if self.packing else ""))
 
 
 @dataclass
@@ -84,7 +87,7 @@ def lower_node(g: Graph, n: Node, cfg: HwConfig, consts: dict[str, np.ndarray],
             tensor = act_inputs.get(tname, n.outputs[0] if tname == program.output else None)
             if tensor is None:
                 raise CompileError(f"program tensor {tname!r} has no binding", node=n.name, op=n.op)
-            buf = ActBuffer(tensor, _block(cfg, spec.mem), spec.planes)
+            buf = ActBuffer(tensor, _block(cfg, spec.mem), spec.planes, lowered.packings.get(tname, ""))
             acts[tname] = buf
             bind[tname] = buf.key
     sched = used.to_dict() if hasattr(used, "to_dict") else {}

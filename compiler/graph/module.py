@@ -150,7 +150,7 @@ class CompiledModule:
             for tensor, idx in p.relocs.items():
                 arrays[f"relocs/{t.node}/{tensor}"] = idx
             tasks.append(dict(node=t.node, op=t.op, macs=t.macs, schedule=t.schedule, bind=t.bind,
-                              acts={k: [b.tensor, b.block, b.planes] for k, b in t.acts.items()},
+                              acts={k: [b.tensor, b.block, b.planes, b.packing] for k, b in t.acts.items()},
                               program=dict(name=p.name, output=p.output, relocs=list(p.relocs),
                                            tensors={k: s.to_dict() for k, s in p.tensors.items()})))
         manifest = dict(format=FORMAT, version=VERSION, config=self.config.to_dict(), target=self.target,

@@ -19,6 +19,7 @@ from vtakit.errors import DeviceError
 from vtakit.compiler import cpu
 from vtakit.compiler.graph.execute import check_feeds, run_node
 from vtakit.compiler.graph.lower import ActBuffer, VtaTask
+from vtakit.compiler.vta.packing import ReductionPacking
 from vtakit.compiler.vta.runtime import join_planes
 from vtakit.isa.fields import INSN_BYTES
 from vtakit.sim.stats import RunStats
@@ -90,6 +91,8 @@ def _read_act(module, b: Binding, buf: ActBuffer, shape: tuple[int, ...]) -> np.
 def _write_act(module, b: Binding, buf: ActBuffer, value: np.ndarray) -> None:
     cfg = module.config
     v4 = value.reshape(value.shape + (1,) * (4 - value.ndim))
+    if buf.packing:   # the conv reading it runs on a host-side im2col / space-to-depth of it
+        v4 = ReductionPacking.from_spec(buf.packing).input(v4)
     packed = cpu.pack_activation(np.ascontiguousarray(v4), cfg.batch, buf.block)
     off, size = module.plan.slots[buf.key]
     data = packed.view(np.uint8).reshape(-1)

@@ -11,6 +11,7 @@ virtual threads, transfers that cannot overlap compute.  The cheapest wins.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import product
 
 from vtakit.errors import CompileError
@@ -149,8 +150,10 @@ def conv_shape(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
                      h, w, kh, kw, stride, pad, epilogue_ops, planes)
 
 
+@lru_cache(maxsize=256)
 def default_conv_knobs(cfg: HwConfig, s: ConvShape, vthreads: int | None = None) -> ConvKnobs:
-    """The knobs with the lowest estimated cycles; CompileError if nothing fits."""
+    """The knobs with the lowest estimated cycles; CompileError if nothing fits.  Cached: the
+    reduction packing (`packing.py`) scores a shape before the compiler compiles it."""
     best: tuple[float, ConvKnobs] | None = None
     vt_options = [vthreads] if vthreads else [2, 1]
     for t_oc, t_ic, t_oh, t_ow in product(candidates(s.ocb), candidates(s.icb), candidates(s.oh),

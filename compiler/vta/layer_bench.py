@@ -59,7 +59,7 @@ def _run_layer(layer, cfg: HwConfig, device, vthreads: int | None, seed: int) ->
     return {"name": layer.name, "macs": rep.macs, "cycles": rep.cycles, "utilization": rep.utilization,
             "gops": rep.gops, "correct": bool(y.dtype == expect.dtype and np.array_equal(y, expect)),
             "repeats": getattr(layer, "repeats", 1), "vta_offloads": getattr(layer, "vta_offloads", True),
-            "instructions": rep.instructions,
+            "instructions": rep.instructions, "packing": rep.packing,
             "compile_s": round(rep.compile_s, 3), "run_s": round(rep.run_s, 3), "schedule": rep.schedule}
 
 

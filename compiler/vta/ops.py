@@ -23,6 +23,9 @@ from vtakit.errors import CompileError
 from vtakit.compiler.vta.codegen import CompiledOp, lower
 from vtakit.compiler.vta.dispatch import conv2d_key, lookup as tuned
 from vtakit.compiler.vta.heuristics import conv_shape, default_conv_knobs, default_eltwise_knobs
+from vtakit.compiler.vta.packing import (
+    KINDS as PACKINGS, ConvGeometry, ReductionPacking, choose_packing, packing as make_packing, with_bias_lanes,
+)
 from vtakit.compiler.vta.runtime import (
     pack_activation, pack_bias, pack_weight, resolve_device, run_compiled, unpack_activation,
 )
@@ -49,6 +52,7 @@ class OpReport:
     run_s: float
     schedule: dict = field(default_factory=dict)
     stats: RunStats | None = None
+    packing: str = "none"      # how the reduction was packed (`packing.py`)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if k != "stats"}
@@ -111,18 +115,22 @@ def _report(name: str, op: CompiledOp, stats: RunStats, macs: int, compile_s: fl
 
 
 # -------------------------------------------------------------- convolution
+def _check_conv_args(name: str, x_shape, w_shape, stride, padding) -> None:
+    if w_shape[1] != x_shape[1]:
+        raise CompileError(f"weights expect {w_shape[1]} input channels, data has {x_shape[1]}", op=name)
+    if not isinstance(stride, int) or stride < 1 or not isinstance(padding, int) or padding < 0:
+        raise CompileError(f"stride must be >= 1 and padding >= 0, got {stride}, {padding}", op=name)
+
+
 def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding: int = 0, bias: bool = False,
                    shift: int | None = None, clip: tuple[int, int] | None = None, schedule=None,
                    vthreads: int | None = None, name: str = "conv2d") -> tuple[CompiledOp, Any]:
     """Compile a convolution; returns the relocatable program and the schedule used."""
     n, c, h, w = x_shape
-    o, ci, kh, kw = w_shape
+    o, _, kh, kw = w_shape
     _check_vthreads(name, vthreads)
     shift, clip = requant_args(name, shift, clip)
-    if ci != c:
-        raise CompileError(f"weights expect {ci} input channels, data has {c}", op=name)
-    if not isinstance(stride, int) or stride < 1 or not isinstance(padding, int) or padding < 0:
-        raise CompileError(f"stride must be >= 1 and padding >= 0, got {stride}, {padding}", op=name)
+    _check_conv_args(name, x_shape, w_shape, stride, padding)
     compute = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
                          bias=bias, shift=shift, clip=clip, name=name)
     if schedule is None and vthreads is None:
@@ -141,10 +149,31 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
     return lower(apply(compute, sched), cfg, name), schedule
 
 
+def conv_packing(cfg: HwConfig, *, x_shape, w_shape, stride: int, padding: int, bias: np.ndarray | None,
+                 shift: int | None, clip: tuple[int, int] | None, kind: str | None = None,
+                 name: str = "conv2d") -> ReductionPacking:
+    """The reduction packing of a convolution: `kind` if given, else the cost model's choice; a
+    packed form carries the bias in idle lanes where it fits (`packing.with_bias_lanes`)."""
+    _check_conv_args(name, x_shape, w_shape, stride, padding)
+    n, c, h, wd = x_shape
+    o, _, kh, kw = w_shape
+    shift, clip = requant_args(name, shift, clip)
+    compute = conv2d_def(cfg, n=n, c_in=c, h=h, w=wd, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
+                         bias=bias is not None, shift=shift, clip=clip, name=name)     # checks the window fits
+    g = ConvGeometry(tuple(x_shape), tuple(w_shape), stride, padding)
+    if kind is not None:
+        if kind not in PACKINGS:
+            raise CompileError(f"packing must be one of {', '.join(PACKINGS)}, got {kind!r}", op=name)
+        return with_bias_lanes(cfg, make_packing(kind, g), bias)
+    return choose_packing(cfg, g, epilogue_ops=len(compute.steps), planes=compute.out_planes, bias=bias)
+
+
 def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, bias: np.ndarray | None = None,
            shift: int | None = None, clip: tuple[int, int] | None = None, config=None, device="sim",
            schedule=None, vthreads: int | None = None, timeout_s: float | None = None,
-           name: str = "conv2d") -> tuple[np.ndarray, OpReport]:
+           packing: str | None = None, name: str = "conv2d") -> tuple[np.ndarray, OpReport]:
+    """`packing` ("none", "im2col", "space_to_depth"; default: the cost model's choice when no
+    schedule is given, else "none") rewrites the convolution on the host (`packing.py`)."""
     cfg = _cfg(config)
     _check_array("x", name, x, np.int8, 4)
     _check_array("w", name, w, np.int8, 4)
@@ -153,20 +182,26 @@ def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, b
         if len(bias) != w.shape[0]:
             raise CompileError(f"bias has {len(bias)} entries for {w.shape[0]} output channels", op=name)
     t0 = time.perf_counter()
-    op, used = compile_conv2d(cfg, x_shape=x.shape, w_shape=w.shape, stride=stride, padding=padding,
-                              bias=bias is not None, shift=shift, clip=clip, schedule=schedule,
-                              vthreads=vthreads, name=name)
+    pk = conv_packing(cfg, x_shape=x.shape, w_shape=w.shape, stride=stride, padding=padding,
+                      bias=bias, shift=shift, clip=clip, name=name,
+                      kind=packing if packing is not None or schedule is None else "none")
+    g = pk.packed
+    op, used = compile_conv2d(cfg, x_shape=g.x_shape, w_shape=g.w_shape, stride=g.stride, padding=g.padding,
+                              bias=bias is not None and not pk.bias_lanes, shift=shift, clip=clip,
+                              schedule=schedule, vthreads=vthreads, name=name)
     t1 = time.perf_counter()
-    inputs = {"data": pack_activation(x, cfg.batch, cfg.block_in),
-              "weight": pack_weight(w, cfg.block_out, cfg.block_in)}
-    if bias is not None:
+    inputs = {"data": pack_activation(pk.input(x), cfg.batch, cfg.block_in),
+              "weight": pack_weight(pk.weight(w, bias), cfg.block_out, cfg.block_in)}
+    if bias is not None and not pk.bias_lanes:
         inputs["bias"] = pack_bias(bias, cfg.batch, cfg.block_out)
     out, stats = run_compiled(op, resolve_device(device, cfg), inputs, timeout_s)
     t2 = time.perf_counter()
     y = unpack_activation(out, x.shape[0], w.shape[0])
     n, c, _, _ = x.shape
     macs = int(np.prod(y.shape)) * c * w.shape[2] * w.shape[3]
-    return y, _report(name, op, stats, macs, t1 - t0, t2 - t1, used)
+    report = _report(name, op, stats, macs, t1 - t0, t2 - t1, used)
+    report.packing = pk.label
+    return y, report
 
 
 def dense(x: np.ndarray, w: np.ndarray, *, bias: np.ndarray | None = None, shift: int | None = None,

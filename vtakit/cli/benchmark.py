@@ -37,7 +37,7 @@ def cmd_bench_layers(args) -> int:
     print_rows(f"vtakit bench {what} --workload {args.workload} (config {cfg.label}, device "
                f"{args.device}, vthreads {args.vthreads or 'default'}"
                f"{', schedules from ' + args.tuning_log if args.tuning_log else ''})",
-               rows, keys + ["repeats", "instructions", "compile_s", "run_s"])
+               rows, keys + ["repeats", "instructions", "packing", "compile_s", "run_s"])
     _print_layer_summary(rows, cfg)
     if args.device == "rtl":
         worst = max(rows, key=lambda r: abs(r["model_error_pct"]))

@@ -3,13 +3,14 @@ tensors bind (the `lower` rule of an OpDef; `compiler.graph.lower` wraps the res
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from vtakit.compiler.graph.ir import Graph, Node
-from vtakit.compiler.vta.ops import compile_conv2d, compile_eltwise
+from vtakit.compiler.vta.ops import compile_conv2d, compile_eltwise, conv_packing
+from vtakit.compiler.vta.packing import ConvGeometry, ReductionPacking, packing
 from vtakit.compiler.vta.runtime import pack_bias, pack_weight
 from vtakit.isa.config import HwConfig
 
@@ -23,6 +24,8 @@ class AccelProgram:
     consts: dict[str, np.ndarray]      # program tensor -> packed constant
     acts: dict[str, str]               # program tensor -> graph activation it reads
     macs: int
+    packings: dict[str, str] = field(default_factory=dict)
+    """program tensor -> host-side reduction packing of its activation (`ReductionPacking.to_spec`)"""
 
 
 def nchw(shape: tuple[int, ...]) -> tuple[int, int, int, int] | None:
@@ -39,15 +42,36 @@ def lower_linear(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> Acc
     has_bias = len(n.inputs) > 2 and bool(n.inputs[2])
     stride = a["strides"][0] if n.op == "QConv" else 1
     pad = a["pads"][0] if n.op == "QConv" else 0
-    op, used = compile_conv2d(cfg, x_shape=x_shape, w_shape=w4.shape, stride=stride, padding=pad,
-                              bias=has_bias, shift=a.get("shift"), clip=tuple(a["clip"]) if "clip" in a else None,
-                              schedule=schedule, name=n.name)
-    consts = {"weight": pack_weight(w4, cfg.block_out, cfg.block_in)}
-    if has_bias:
-        consts["bias"] = pack_bias(g.consts[n.inputs[2]], cfg.batch, cfg.block_out)
+    bias = g.consts[n.inputs[2]] if has_bias else None
+    pk = _host_packing(g, n, cfg, x_shape, w4.shape, stride, pad, bias, schedule)
+    p = pk.packed
+    op, used = compile_conv2d(cfg, x_shape=p.x_shape, w_shape=p.w_shape, stride=p.stride, padding=p.padding,
+                              bias=has_bias and not pk.bias_lanes, shift=a.get("shift"),
+                              clip=tuple(a["clip"]) if "clip" in a else None, schedule=schedule, name=n.name)
+    consts = {"weight": pack_weight(pk.weight(w4, bias), cfg.block_out, cfg.block_in)}
+    if has_bias and not pk.bias_lanes:
+        consts["bias"] = pack_bias(bias, cfg.batch, cfg.block_out)
     o_shape = nchw(g.tensors[n.outputs[0]].shape)
     macs = int(np.prod(o_shape, dtype=np.int64)) * x_shape[1] * w4.shape[2] * w4.shape[3]
-    return AccelProgram(op, used, consts, {"data": n.inputs[0]}, macs)
+    packings = {"data": pk.to_spec()} if pk.kind != "none" else {}
+    return AccelProgram(op, used, consts, {"data": n.inputs[0]}, macs, packings)
+
+
+def _host_packing(g: Graph, n: Node, cfg: HwConfig, x_shape, w_shape, stride: int, pad: int,
+                  bias: np.ndarray | None, schedule: dict | None) -> ReductionPacking:
+    """The reduction packing of a QConv whose data the host writes (a graph input, or the result of a
+    node the accelerator cannot take), so the host lays it out packed at no extra crossing; every other
+    conv (and one with a tuned schedule, which names the unpacked shape) is left unpacked."""
+    from vtakit.compiler.graph.partition import accelerator_reason     # partition imports the registry
+
+    plain = packing("none", ConvGeometry(tuple(x_shape), tuple(w_shape), stride, pad))
+    producer = g.producers().get(n.inputs[0])
+    if n.op != "QConv" or schedule is not None or (producer is not None
+                                                    and accelerator_reason(g, producer, cfg) is None):
+        return plain
+    a = n.attrs
+    return conv_packing(cfg, x_shape=x_shape, w_shape=w_shape, stride=stride, padding=pad, bias=bias,
+                        shift=a.get("shift"), clip=tuple(a["clip"]) if "clip" in a else None, name=n.name)
 
 
 def lower_add(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> AccelProgram:
