@@ -175,7 +175,8 @@ def default_conv_knobs(cfg: HwConfig, s: ConvShape, vthreads: int | None = None)
 def default_eltwise_knobs(cfg: HwConfig, *, nb: int, cb: int, h: int, w: int, tensors: int,
                           window: tuple[int, int, int] | None = None,
                           vthreads: int | None = None) -> EltwiseKnobs:
-    """Largest row tiles whose acc slots (output plus inputs, per thread) fit.
+    """Largest row tiles whose acc slots (output plus inputs, per thread) fit, and, without LOAD.ACC8,
+    the inputs' INP staging slots.
 
     `window` = (kernel, stride, pad) for pooling, whose input tile has a halo."""
     vt = vthreads or 2
@@ -188,7 +189,8 @@ def default_eltwise_knobs(cfg: HwConfig, *, nb: int, cb: int, h: int, w: int, te
                 need = t_c * (t_h * w + in_rows * in_cols)
             else:
                 need = t_c * t_h * w * tensors
-            if need * threads <= cfg.acc_depth and t_h * w * t_c <= 16383:
+            staged = (need - t_c * t_h * w) if not cfg.acc8_load else 0  # int8 inputs staged in INP (move.py)
+            if need * threads <= cfg.acc_depth and staged * threads <= cfg.inp_depth and t_h * w * t_c <= 16383:
                 return EltwiseKnobs(t_c, t_h, threads)
     raise CompileError(f"one row of this {h}x{w} tensor does not fit the acc buffer of config "
                        f"{cfg.label}; elementwise tiling is by whole rows", op="eltwise")

@@ -111,11 +111,22 @@ class ComputeDef:
 
 
 # ----------------------------------------------------------- operator shapes
+def move_reason(cfg: HwConfig) -> str | None:
+    """Why int8 operands cannot reach the accumulator on `cfg` (None if they can): by LOAD.ACC8, or without
+    it (VTA) by an INP load and an identity GEMM (lowering/move.py), which needs block_in == block_out."""
+    if cfg.acc8_load or (cfg.block_in == cfg.block_out and cfg.inp_bits == 8 and cfg.wgt_bits == 8):
+        return None
+    return (f"int8 operands reach the accumulator only by LOAD.ACC8 or an identity GEMM: config {cfg.label} has "
+            f"no LOAD.ACC8 (acc8_load is false), and the identity GEMM needs block_in == block_out and 8-bit "
+            f"inputs and weights (block_in {cfg.block_in}, block_out {cfg.block_out}, inp_bits {cfg.inp_bits}, "
+            f"wgt_bits {cfg.wgt_bits})")
+
+
 def _need_acc8(cfg: HwConfig, name: str) -> None:
-    """int8 operands reach the accumulator only through LOAD.ACC8, which VTA's hardware lacks."""
-    if not cfg.acc8_load:
-        raise CompileError(f"config {cfg.label} has no LOAD.ACC8 (acc8_load is false, as on VTA's "
-                           f"hardware): {name} runs on the host", op=name)
+    """int8 operands reach the accumulator by LOAD.ACC8 or, without it (VTA), an identity GEMM."""
+    reason = move_reason(cfg)
+    if reason:
+        raise CompileError(reason, op=name)
 
 
 def epilogue(cfg: HwConfig, bias: Access | None, shift: int | None,

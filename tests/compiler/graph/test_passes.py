@@ -136,11 +136,15 @@ def test_partition_rules_and_options():
     q = quantize(g, cal)
     cfg = HwConfig.preset("pynq")
     place = partition(q, cfg)
-    # pynq, like VTA's hardware, has no LOAD.ACC8: the int8 max pool and add stay on the host
-    assert [place[n.name] for n in q.nodes] == ["host", "vta", "host", "vta", "host", "host", "host"]
-    assert "acc8_load" in q.notes["host_reasons"]["add"]
+    # pynq, like VTA's hardware, has no LOAD.ACC8: the int8 max pool and add move their tiles into the
+    # accumulator by an identity GEMM; with LOAD.ACC8 they use it; with neither they stay on the host
+    assert [place[n.name] for n in q.nodes] == ["host", "vta", "vta", "vta", "vta", "host", "host"]
     place = partition(q, cfg.replace(acc8_load=True))
     assert [place[n.name] for n in q.nodes] == ["host", "vta", "vta", "vta", "vta", "host", "host"]
+    odd = cfg.replace(block_in=8, inp_buff_bytes=1 << 14, wgt_buff_bytes=1 << 17)
+    place = partition(q, odd)
+    assert [place[n.name] for n in q.nodes] == ["host", "vta", "host", "vta", "host", "host", "host"]
+    assert "acc8_load is false" in q.notes["host_reasons"]["add"]
     place = partition(q, cfg, PartitionOptions(first_conv="host", host_nodes=("add",)))
     assert place["c1"] == "host" and place["add"] == "host" and place["c2"] == "vta"
     assert q.notes["host_reasons"]["add"] == "asked for the host"
