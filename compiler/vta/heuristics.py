@@ -36,6 +36,7 @@ class ConvShape:
     pad: int
     epilogue_ops: int = 0   # ALU passes over each output tile (bias, shift, clip)
     planes: int = 1         # 4 when the int32 result leaves as byte planes
+    residual: bool = False  # a fused residual add: an int8 tile per output tile (acc slot, or INP if no ACC8)
 
     @property
     def oh(self) -> int:
@@ -103,8 +104,10 @@ def conv_terms(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> ConvTerms | None:
     acc_tile = t_oc * t_oh * t_ow
     copies_w = 1 if (k.hoist_weights and k.vthread_axis == "oh" and k.order == "oc") else vt
     kernel = t_oc * t_ic * s.kh * s.kw
-    if (inp_tile * vt > cfg.inp_depth or wgt_tile * copies_w > cfg.wgt_depth
-            or (acc_tile + t_oc) * vt > cfg.acc_depth or kernel * 2 * vt > cfg.uop_depth
+    res_inp = acc_tile if s.residual and not cfg.acc8_load else 0   # lowering/move.py: added from INP
+    res_acc = acc_tile if s.residual and cfg.acc8_load else 0
+    if ((inp_tile + res_inp) * vt > cfg.inp_depth or wgt_tile * copies_w > cfg.wgt_depth
+            or (acc_tile + t_oc + res_acc) * vt > cfg.acc_depth or kernel * 2 * vt > cfg.uop_depth
             or t_oh * t_ow > 16383 or cols > 65535 or kernel > 16383):
         return None
     tiles = s.nb * n_oc * n_oh * n_ow
@@ -122,7 +125,8 @@ def conv_terms(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> ConvTerms | None:
         weight_loads = steps
     out_runs = t_oc * (1 if t_ow == s.ow else t_oh)
     store_cycles = out_runs * _row_cycles(cfg, acc_tile // out_runs * eb_out) * s.planes
-    port = steps * inp_cycles + weight_loads * wgt_step + tiles * store_cycles
+    res_cycles = out_runs * _row_cycles(cfg, acc_tile // out_runs * eb_out) if s.residual else 0
+    port = steps * inp_cycles + weight_loads * wgt_step + tiles * (store_cycles + res_cycles)
     # Compute module: GEMM micro-ops, resets and epilogue passes, instruction overheads.
     gemm = steps * (t_oh * t_ow * kernel + _INSN_OVERHEAD)
     tile_ops = tiles * (acc_tile * (1 + s.epilogue_ops + (s.planes - 1)) + _INSN_OVERHEAD * (2 + s.epilogue_ops))
@@ -132,7 +136,7 @@ def conv_terms(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> ConvTerms | None:
     if vt > 1:
         cycles = max(compute, port) + first + store_cycles + 0.02 * min(compute, port)
     else:  # one thread: a step's loads cannot overlap its own compute
-        cycles = compute + steps * inp_cycles + weight_loads * wgt_step + store_cycles
+        cycles = compute + steps * inp_cycles + weight_loads * wgt_step + store_cycles + tiles * res_cycles
     return ConvTerms(tiles, steps, inp_tile, wgt_tile, acc_tile, kernel, weight_loads, inp_cycles, wgt_step,
                      store_cycles, port, compute, cycles)
 
@@ -144,9 +148,9 @@ def conv_cost(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> float | None:
 
 
 def conv_shape(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, kh: int, kw: int,
-               stride: int, pad: int, epilogue_ops: int, planes: int) -> ConvShape:
+               stride: int, pad: int, epilogue_ops: int, planes: int, residual: bool = False) -> ConvShape:
     return ConvShape(ceil_div(n, cfg.batch), ceil_div(c_in, cfg.block_in), ceil_div(c_out, cfg.block_out),
-                     h, w, kh, kw, stride, pad, epilogue_ops, planes)
+                     h, w, kh, kw, stride, pad, epilogue_ops, planes, residual)
 
 
 def default_conv_knobs(cfg: HwConfig, s: ConvShape, vthreads: int | None = None) -> ConvKnobs:

@@ -22,7 +22,7 @@ import numpy as np
 from vtakit.errors import CompileError
 from vtakit.compiler.vta.codegen import CompiledOp, lower
 from vtakit.compiler.vta.dispatch import conv2d_key, lookup as tuned
-from vtakit.compiler.vta.heuristics import conv_shape, default_conv_knobs, default_eltwise_knobs
+from vtakit.compiler.vta.heuristics import conv_shape, conv_terms, default_conv_knobs, default_eltwise_knobs
 from vtakit.compiler.vta.runtime import (
     pack_activation, pack_bias, pack_weight, resolve_device, run_compiled, unpack_activation,
 )
@@ -113,8 +113,12 @@ def _report(name: str, op: CompiledOp, stats: RunStats, macs: int, compile_s: fl
 # -------------------------------------------------------------- convolution
 def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding: int = 0, bias: bool = False,
                    shift: int | None = None, clip: tuple[int, int] | None = None, schedule=None,
-                   vthreads: int | None = None, name: str = "conv2d") -> tuple[CompiledOp, Any]:
-    """Compile a convolution; returns the relocatable program and the schedule used."""
+                   vthreads: int | None = None, residual: tuple[int, tuple[int, int]] | None = None,
+                   name: str = "conv2d") -> tuple[CompiledOp, Any]:
+    """Compile a convolution; returns the relocatable program and the schedule used.
+
+    `residual` = (shift, clip): a residual add fused into the epilogue (te.conv2d_def); its schedule is
+    the one tuned for the plain convolution when that still fits, else the heuristic's."""
     n, c, h, w = x_shape
     o, ci, kh, kw = w_shape
     _check_vthreads(name, vthreads)
@@ -123,18 +127,25 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
         raise CompileError(f"weights expect {ci} input channels, data has {c}", op=name)
     if not isinstance(stride, int) or stride < 1 or not isinstance(padding, int) or padding < 0:
         raise CompileError(f"stride must be >= 1 and padding >= 0, got {stride}, {padding}", op=name)
+    if residual is not None:
+        residual = requant_args(name, residual[0], residual[1])
     compute = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
-                         bias=bias, shift=shift, clip=clip, name=name)
+                         bias=bias, shift=shift, clip=clip, residual=residual, name=name)
+    shape = conv_shape(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
+                       epilogue_ops=len(compute.steps), planes=compute.out_planes, residual=residual is not None)
     if schedule is None and vthreads is None:
+        plain = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
+                           bias=bias, shift=shift, clip=clip, name=name) if residual is not None else compute
         key = conv2d_key(x_shape=x_shape, w_shape=w_shape, stride=stride, padding=padding,
-                         epilogue=tuple(step.op.name for step in compute.steps))
+                         epilogue=tuple(step.op.name for step in plain.steps))
         schedule = tuned(key, cfg)
+        if schedule is not None and residual is not None and conv_terms(cfg, shape, ConvKnobs(**schedule)) is None:
+            schedule = None  # the tuned tiles leave no room for the residual tile
     schedule = _knobs(schedule, ConvKnobs)
     if schedule is None:
-        shape = conv_shape(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
-                           epilogue_ops=len(compute.steps), planes=compute.out_planes)
         schedule = default_conv_knobs(cfg, shape, vthreads)
-    sched = conv_schedule(schedule, bias=bias) if isinstance(schedule, ConvKnobs) else schedule
+    sched = conv_schedule(schedule, bias=bias, residual=residual is not None) \
+        if isinstance(schedule, ConvKnobs) else schedule
     if not isinstance(sched, Schedule):
         raise CompileError(f"schedule must be ConvKnobs, a dict of them or a Schedule, got "
                            f"{type(schedule).__name__}", op=name)

@@ -152,8 +152,13 @@ def epilogue(cfg: HwConfig, bias: Access | None, shift: int | None,
 
 def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, kh: int, kw: int,
                stride: int = 1, pad: int = 0, bias: bool = False, shift: int | None = None,
-               clip: tuple[int, int] | None = None, name: str = "conv2d") -> ComputeDef:
-    """Convolution in NCHW{batch}n{block}c x OIHW{block}o{block}i layouts."""
+               clip: tuple[int, int] | None = None, residual: tuple[int, tuple[int, int]] | None = None,
+               name: str = "conv2d") -> ComputeDef:
+    """Convolution in NCHW{batch}n{block}c x OIHW{block}o{block}i layouts.
+
+    `residual` = (shift, clip) fuses the residual add that reads this convolution's int8 result:
+    after the requantizing epilogue the int8 tensor "res" is added to the tile, shifted and clipped
+    again (the QAdd's semantics), so the sum leaves in the convolution's one store."""
     oh, ow = (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1
     if oh < 1 or ow < 1:
         raise CompileError(f"kernel {kh}x{kw} with padding {pad} does not fit a {h}x{w} input", op=name)
@@ -167,10 +172,17 @@ def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
                     (v("oc"), v("ic"), v("kh"), v("kw")))
     bias_acc = Access(Tensor("bias", (ocb,), MemId.ACC, pad="error"), (v("oc"),)) if bias else None
     requant = shift is not None or clip is not None
-    out = Access(Tensor("out", (nb, ocb, oh, ow), MemId.OUT, pad="error"),
-                 (v("n"), v("oc"), v("oh"), v("ow")))
-    return ComputeDef(name, axes, out, reduce="gemm", data=data, weight=weight,
-                      steps=epilogue(cfg, bias_acc, shift, clip), out_planes=1 if requant else 4)
+    out_index = (v("n"), v("oc"), v("oh"), v("ow"))
+    out = Access(Tensor("out", (nb, ocb, oh, ow), MemId.OUT, pad="error"), out_index)
+    steps = epilogue(cfg, bias_acc, shift, clip)
+    if residual is not None:
+        if not requant:
+            raise CompileError("a fused residual add needs the convolution's int8 result (a shift or clip)", op=name)
+        _need_acc8(cfg, name)
+        res = Access(Tensor("res", (nb, ocb, oh, ow), MemId.ACC_8BIT, pad="error"), out_index)
+        steps += (AluStep(AluOp.ADD, operand=res),) + epilogue(cfg, None, residual[0], residual[1])
+    return ComputeDef(name, axes, out, reduce="gemm", data=data, weight=weight, steps=steps,
+                      out_planes=1 if requant else 4)
 
 
 def eltwise_def(cfg: HwConfig, kind: str, *, n: int, c: int, h: int, w: int, shift: int | None = None,

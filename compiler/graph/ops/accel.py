@@ -31,7 +31,8 @@ def nchw(shape: tuple[int, ...]) -> tuple[int, int, int, int] | None:
 
 
 def lower_linear(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> AccelProgram:
-    """QConv and QDense: a GEMM over packed weights with the requantizing epilogue."""
+    """QConv and QDense: a GEMM over packed weights with the requantizing epilogue (and a fused residual
+    add, `residual` = the add's (shift, clip), reading the int8 tensor inputs[3])."""
     a = n.attrs
     x_shape = nchw(g.tensors[n.inputs[0]].shape)
     w = g.consts[n.inputs[1]]
@@ -39,15 +40,19 @@ def lower_linear(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> Acc
     has_bias = len(n.inputs) > 2 and bool(n.inputs[2])
     stride = a["strides"][0] if n.op == "QConv" else 1
     pad = a["pads"][0] if n.op == "QConv" else 0
+    residual = (a["residual"][0], tuple(a["residual"][1])) if "residual" in a else None
     op, used = compile_conv2d(cfg, x_shape=x_shape, w_shape=w4.shape, stride=stride, padding=pad,
                               bias=has_bias, shift=a.get("shift"), clip=tuple(a["clip"]) if "clip" in a else None,
-                              schedule=schedule, name=n.name)
+                              schedule=schedule, residual=residual, name=n.name)
     consts = {"weight": pack_weight(w4, cfg.block_out, cfg.block_in)}
     if has_bias:
         consts["bias"] = pack_bias(g.consts[n.inputs[2]], cfg.batch, cfg.block_out)
     o_shape = nchw(g.tensors[n.outputs[0]].shape)
     macs = int(np.prod(o_shape, dtype=np.int64)) * x_shape[1] * w4.shape[2] * w4.shape[3]
-    return AccelProgram(op, used, consts, {"data": n.inputs[0]}, macs)
+    acts = {"data": n.inputs[0]}
+    if residual is not None:  # the fused residual add's other operand (graph.fusion)
+        acts["res"] = n.inputs[3]
+    return AccelProgram(op, used, consts, acts, macs)
 
 
 def lower_add(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> AccelProgram:
