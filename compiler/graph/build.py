@@ -124,7 +124,9 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
     q = quantize(g, cal)
     if isinstance(partition_options, dict):
         partition_options = PartitionOptions(**partition_options)
-    place = fuse_residual_adds(q, partition(q, cfg, partition_options))
+    place = partition(q, cfg, partition_options)
+    if (partition_options or PartitionOptions()).fuse_residual:
+        place = fuse_residual_adds(q, place)
     consts: dict[str, np.ndarray] = {}
     tasks: list = []
     for n in q.nodes:
