@@ -78,6 +78,7 @@ class _Lowering:
         self.resident: dict[tuple[str, int], Region] = {}
         self.out = self.compute.out.tensor.name
         self.direct = set(direct_operands(self.compute, cfg))
+        self.identity_loaded = False
 
     # ---------------------------------------------------------------- emit
     def _copy(self, tensor: str, thread: int) -> int:
@@ -157,7 +158,8 @@ class _Lowering:
     def _load_identity(self) -> tuple[str, int]:
         """The identity weight block's slot, loaded by the first instruction that needs it."""
         ident = (IDENTITY, 0)
-        if not any(r.reloc == IDENTITY for r in self.records):
+        if not self.identity_loaded:
+            self.identity_loaded = True
             self.records.append(Record(Load(MemId.WGT, self.alloc.base[ident], 0, 1, 1, 1),
                                        writes=frozenset([ident]), reloc=IDENTITY))
         return ident

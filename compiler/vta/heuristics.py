@@ -104,9 +104,10 @@ def conv_terms(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> ConvTerms | None:
     acc_tile = t_oc * t_oh * t_ow
     copies_w = 1 if (k.hoist_weights and k.vthread_axis == "oh" and k.order == "oc") else vt
     kernel = t_oc * t_ic * s.kh * s.kw
-    res_inp = acc_tile if s.residual and not cfg.acc8_load else 0   # lowering/move.py: added from INP
+    moved = s.residual and not cfg.acc8_load  # lowering/move.py: the residual tile in INP, the identity in WGT
+    res_inp, ident = (acc_tile, 1) if moved else (0, 0)
     res_acc = acc_tile if s.residual and cfg.acc8_load else 0
-    if ((inp_tile + res_inp) * vt > cfg.inp_depth or wgt_tile * copies_w > cfg.wgt_depth
+    if ((inp_tile + res_inp) * vt > cfg.inp_depth or wgt_tile * copies_w + ident > cfg.wgt_depth
             or (acc_tile + t_oc + res_acc) * vt > cfg.acc_depth or kernel * 2 * vt > cfg.uop_depth
             or t_oh * t_ow > 16383 or cols > 65535 or kernel > 16383):
         return None
