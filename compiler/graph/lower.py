@@ -15,6 +15,7 @@ import numpy as np
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.ir import Graph, Node
 from vtakit.compiler.graph.ops import op_def
+from vtakit.compiler.vta.lowering import IDENTITY, identity_weight
 from vtakit.compiler.vta.program import Program
 from vtakit.isa.config import HwConfig
 from vtakit.isa.opcodes import MemId
@@ -75,6 +76,9 @@ def lower_node(g: Graph, n: Node, cfg: HwConfig, consts: dict[str, np.ndarray],
         if tname == "uops":
             bind[tname] = f"uops:{n.name}"
             consts[bind[tname]] = program.uops
+        elif tname == IDENTITY:  # one identity weight block for every task that moves int8 tiles
+            bind[tname] = "const:identity"
+            consts[bind[tname]] = identity_weight(cfg).view(np.uint8).reshape(-1)
         elif tname in const_inputs:
             key = f"const:{n.name}.{tname}"
             data = np.ascontiguousarray(const_inputs[tname]).view(np.uint8).reshape(-1)

@@ -24,6 +24,7 @@ class PartitionOptions:
     first_conv: str = "vta"  # "vta" or "host": the network's first convolution
     classifier: str = "vta"  # "vta" or "host": the last dense layer
     host_nodes: tuple[str, ...] = ()  # node names forced onto the host
+    fuse_residual: bool = True  # residual adds join the epilogue of the accelerator conv producing them (fusion.py)
 
     def __post_init__(self) -> None:
         for what in ("first_conv", "classifier"):

@@ -16,8 +16,9 @@ import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.vta.loopnest import LoopNest, walk
-from vtakit.compiler.vta.lowering import (Fill, Folded, IntrinsicCall, Record, UopCache, allocate, compute_call, fold,
-                                          insert_tokens, match, plan_transfers, tile_calls, tile_op)
+from vtakit.compiler.vta.lowering import (IDENTITY, Fill, Folded, IntrinsicCall, Record, UopCache, allocate,
+                                          added_call, compute_call, direct_operands, fold, insert_tokens, match,
+                                          moved_calls, moves_int8, plan_transfers, stage_name, tile_calls, tile_op)
 from vtakit.compiler.vta.program import Program, TensorSpec, link_words
 from vtakit.compiler.vta.regions import Region, region_of
 from vtakit.compiler.vta.te import ComputeDef
@@ -46,7 +47,7 @@ class CompiledOp:
 
     @property
     def inputs(self) -> list[str]:
-        return [t for t in self.tensors if t != self.compute.out.tensor.name and t != "uops"]
+        return [t for t in self.tensors if t not in (self.compute.out.tensor.name, "uops", IDENTITY)]
 
     @property
     def output(self) -> str:
@@ -76,6 +77,8 @@ class _Lowering:
         self.access = {a.tensor.name: a for a in self.compute.accesses()}
         self.resident: dict[tuple[str, int], Region] = {}
         self.out = self.compute.out.tensor.name
+        self.direct = set(direct_operands(self.compute, cfg))
+        self.identity_loaded = False
 
     # ---------------------------------------------------------------- emit
     def _copy(self, tensor: str, thread: int) -> int:
@@ -119,6 +122,13 @@ class _Lowering:
         slot = self._slot(tensor, thread)
         base = self.alloc.base[slot]
         spec = self.access[tensor].tensor
+        if not store and spec.mem == MemId.ACC_8BIT and moves_int8(self.cfg):
+            if tensor in self.direct:  # only the INP tile: the epilogue's GEMM adds it (lowering.move)
+                self._load_identity()
+                self._load_inp(tensor, region, base, slot)
+            else:
+                self._move_int8(tensor, region, thread, slot)
+            return
         transfers, fills = plan_transfers(region, base, what=f"{self.compute.name}: {tensor}",
                                           allow_pad=not store)
         plane_elems = int(np.prod(spec.shape)) * plane
@@ -132,6 +142,34 @@ class _Lowering:
         if spec.pad == "min":
             for fl in fills:
                 self._fill_min(fl, slot)
+
+    def _move_int8(self, tensor: str, region: Region, thread: int, slot) -> None:
+        """The tile as INP, then GEMM reset + identity GEMM into its acc slot (lowering.move)."""
+        stage = (stage_name(tensor), self._copy(stage_name(tensor), thread))
+        ident = self._load_identity()
+        self._load_inp(tensor, region, self.alloc.base[stage], stage)
+        reset, gemm = moved_calls(self.alloc.base[slot], self.alloc.base[stage], self.alloc.base[ident], region.size)
+        self._loop_insn(reset, writes=[slot])
+        self._loop_insn(gemm, reads=[stage, ident], writes=[slot])
+        if self.access[tensor].tensor.pad == "min":
+            for fl in plan_transfers(region, self.alloc.base[slot], what=f"{self.compute.name}: {tensor}")[1]:
+                self._fill_min(fl, slot)
+
+    def _load_identity(self) -> tuple[str, int]:
+        """The identity weight block's slot, loaded by the first instruction that needs it."""
+        ident = (IDENTITY, 0)
+        if not self.identity_loaded:
+            self.identity_loaded = True
+            self.records.append(Record(Load(MemId.WGT, self.alloc.base[ident], 0, 1, 1, 1),
+                                       writes=frozenset([ident]), reloc=IDENTITY))
+        return ident
+
+    def _load_inp(self, tensor: str, region: Region, base: int, slot) -> None:
+        """An int8 tile as INP elements (same bytes as ACC_8BIT ones when block_in == block_out)."""
+        for t in plan_transfers(region, base, what=f"{self.compute.name}: {tensor}")[0]:
+            self.records.append(Record(Load(MemId.INP, t.sram_base, t.dram_offset, t.y_size, t.x_size, t.x_stride,
+                                            t.y_pad_0, t.y_pad_1, t.x_pad_0, t.x_pad_1),
+                                       writes=frozenset([slot]), reloc=tensor))
 
     def _fill_min(self, fl: Fill, slot) -> None:
         kernel = np.array([[fl.base + u, 0, 0] for u in fl.offsets], dtype=np.int64)
@@ -190,6 +228,9 @@ class _Lowering:
         slot = self._slot(self.out, thread)
         for call, step in zip(tile_calls(self.nest, box, regions, bases, "end"), self.compute.steps):
             reads = [self._slot(step.operand.tensor.name, thread)] if step.operand is not None else []
+            if step.operand is not None and step.operand.tensor.name in self.direct:
+                call = added_call(call, self.alloc.base[(IDENTITY, 0)])
+                reads.append((IDENTITY, 0))
             self._loop_insn(call, reads=reads, writes=[slot])
         region = regions[self.out]
         for plane in range(self.compute.out_planes):
@@ -211,6 +252,8 @@ def lower(nest: LoopNest, cfg: HwConfig, name: str | None = None) -> CompiledOp:
     tensors = {t.name: TensorSpec(t.name, t.shape, t.mem,
                                   compute.out_planes if t.name == compute.out.tensor.name else 1)
                for t in compute.tensors().values()}
+    if IDENTITY in relocs:
+        tensors[IDENTITY] = TensorSpec(IDENTITY, (1,), MemId.WGT)
     table = low.uops.dram_table()
     tensors["uops"] = TensorSpec("uops", (len(table),), MemId.UOP)
     return CompiledOp(name or compute.name, cfg, compute, [r.insn for r in records],

@@ -37,6 +37,7 @@ class ConvShape:
     pad: int
     epilogue_ops: int = 0   # ALU passes over each output tile (bias, shift, clip)
     planes: int = 1         # 4 when the int32 result leaves as byte planes
+    residual: bool = False  # a fused residual add: an int8 tile per output tile (acc slot, or INP if no ACC8)
 
     @property
     def oh(self) -> int:
@@ -104,8 +105,11 @@ def conv_terms(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> ConvTerms | None:
     acc_tile = t_oc * t_oh * t_ow
     copies_w = 1 if (k.hoist_weights and k.vthread_axis == "oh" and k.order == "oc") else vt
     kernel = t_oc * t_ic * s.kh * s.kw
-    if (inp_tile * vt > cfg.inp_depth or wgt_tile * copies_w > cfg.wgt_depth
-            or (acc_tile + t_oc) * vt > cfg.acc_depth or kernel * 2 * vt > cfg.uop_depth
+    moved = s.residual and not cfg.acc8_load  # lowering/move.py: the residual tile in INP, the identity in WGT
+    res_inp, ident = (acc_tile, 1) if moved else (0, 0)
+    res_acc = acc_tile if s.residual and cfg.acc8_load else 0
+    if ((inp_tile + res_inp) * vt > cfg.inp_depth or wgt_tile * copies_w + ident > cfg.wgt_depth
+            or (acc_tile + t_oc + res_acc) * vt > cfg.acc_depth or kernel * 2 * vt > cfg.uop_depth
             or t_oh * t_ow > 16383 or cols > 65535 or kernel > 16383):
         return None
     tiles = s.nb * n_oc * n_oh * n_ow
@@ -123,7 +127,8 @@ def conv_terms(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> ConvTerms | None:
         weight_loads = steps
     out_runs = t_oc * (1 if t_ow == s.ow else t_oh)
     store_cycles = out_runs * _row_cycles(cfg, acc_tile // out_runs * eb_out) * s.planes
-    port = steps * inp_cycles + weight_loads * wgt_step + tiles * store_cycles
+    res_cycles = out_runs * _row_cycles(cfg, acc_tile // out_runs * eb_out) if s.residual else 0
+    port = steps * inp_cycles + weight_loads * wgt_step + tiles * (store_cycles + res_cycles)
     # Compute module: GEMM micro-ops, resets and epilogue passes, instruction overheads.
     gemm = steps * (t_oh * t_ow * kernel + _INSN_OVERHEAD)
     tile_ops = tiles * (acc_tile * (1 + s.epilogue_ops + (s.planes - 1)) + _INSN_OVERHEAD * (2 + s.epilogue_ops))
@@ -133,7 +138,7 @@ def conv_terms(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> ConvTerms | None:
     if vt > 1:
         cycles = max(compute, port) + first + store_cycles + 0.02 * min(compute, port)
     else:  # one thread: a step's loads cannot overlap its own compute
-        cycles = compute + steps * inp_cycles + weight_loads * wgt_step + store_cycles
+        cycles = compute + steps * inp_cycles + weight_loads * wgt_step + store_cycles + tiles * res_cycles
     return ConvTerms(tiles, steps, inp_tile, wgt_tile, acc_tile, kernel, weight_loads, inp_cycles, wgt_step,
                      store_cycles, port, compute, cycles)
 
@@ -145,9 +150,9 @@ def conv_cost(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> float | None:
 
 
 def conv_shape(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, kh: int, kw: int,
-               stride: int, pad: int, epilogue_ops: int, planes: int) -> ConvShape:
+               stride: int, pad: int, epilogue_ops: int, planes: int, residual: bool = False) -> ConvShape:
     return ConvShape(ceil_div(n, cfg.batch), ceil_div(c_in, cfg.block_in), ceil_div(c_out, cfg.block_out),
-                     h, w, kh, kw, stride, pad, epilogue_ops, planes)
+                     h, w, kh, kw, stride, pad, epilogue_ops, planes, residual)
 
 
 @lru_cache(maxsize=256)
@@ -178,7 +183,8 @@ def default_conv_knobs(cfg: HwConfig, s: ConvShape, vthreads: int | None = None)
 def default_eltwise_knobs(cfg: HwConfig, *, nb: int, cb: int, h: int, w: int, tensors: int,
                           window: tuple[int, int, int] | None = None,
                           vthreads: int | None = None) -> EltwiseKnobs:
-    """Largest row tiles whose acc slots (output plus inputs, per thread) fit.
+    """Largest row tiles whose acc slots (output plus inputs, per thread) fit, and, without LOAD.ACC8,
+    the inputs' INP staging slots.
 
     `window` = (kernel, stride, pad) for pooling, whose input tile has a halo."""
     vt = vthreads or 2
@@ -191,7 +197,8 @@ def default_eltwise_knobs(cfg: HwConfig, *, nb: int, cb: int, h: int, w: int, te
                 need = t_c * (t_h * w + in_rows * in_cols)
             else:
                 need = t_c * t_h * w * tensors
-            if need * threads <= cfg.acc_depth and t_h * w * t_c <= 16383:
+            staged = (need - t_c * t_h * w) if not cfg.acc8_load else 0  # int8 inputs staged in INP (move.py)
+            if need * threads <= cfg.acc_depth and staged * threads <= cfg.inp_depth and t_h * w * t_c <= 16383:
                 return EltwiseKnobs(t_c, t_h, threads)
     raise CompileError(f"one row of this {h}x{w} tensor does not fit the acc buffer of config "
                        f"{cfg.label}; elementwise tiling is by whole rows", op="eltwise")

@@ -22,7 +22,7 @@ import numpy as np
 from vtakit.errors import CompileError
 from vtakit.compiler.vta.codegen import CompiledOp, lower
 from vtakit.compiler.vta.dispatch import conv2d_key, lookup as tuned
-from vtakit.compiler.vta.heuristics import conv_shape, default_conv_knobs, default_eltwise_knobs
+from vtakit.compiler.vta.heuristics import conv_shape, conv_terms, default_conv_knobs, default_eltwise_knobs
 from vtakit.compiler.vta.packing import (
     KINDS as PACKINGS, ConvGeometry, ReductionPacking, choose_packing, packing as make_packing, with_bias_lanes,
 )
@@ -124,25 +124,36 @@ def _check_conv_args(name: str, x_shape, w_shape, stride, padding) -> None:
 
 def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding: int = 0, bias: bool = False,
                    shift: int | None = None, clip: tuple[int, int] | None = None, schedule=None,
-                   vthreads: int | None = None, name: str = "conv2d") -> tuple[CompiledOp, Any]:
-    """Compile a convolution; returns the relocatable program and the schedule used."""
+                   vthreads: int | None = None, residual: tuple[int, tuple[int, int]] | None = None,
+                   name: str = "conv2d") -> tuple[CompiledOp, Any]:
+    """Compile a convolution; returns the relocatable program and the schedule used.
+
+    `residual` = (shift, clip): a residual add fused into the epilogue (te.conv2d_def); its schedule is
+    the one tuned for the plain convolution when that still fits, else the heuristic's."""
     n, c, h, w = x_shape
     o, _, kh, kw = w_shape
     _check_vthreads(name, vthreads)
     shift, clip = requant_args(name, shift, clip)
     _check_conv_args(name, x_shape, w_shape, stride, padding)
+    if residual is not None:
+        residual = requant_args(name, residual[0], residual[1])
     compute = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
-                         bias=bias, shift=shift, clip=clip, name=name)
+                         bias=bias, shift=shift, clip=clip, residual=residual, name=name)
+    shape = conv_shape(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
+                       epilogue_ops=len(compute.steps), planes=compute.out_planes, residual=residual is not None)
     if schedule is None and vthreads is None:
+        plain = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
+                           bias=bias, shift=shift, clip=clip, name=name) if residual is not None else compute
         key = conv2d_key(x_shape=x_shape, w_shape=w_shape, stride=stride, padding=padding,
-                         epilogue=tuple(step.op.name for step in compute.steps))
+                         epilogue=tuple(step.op.name for step in plain.steps))
         schedule = tuned(key, cfg)
+        if schedule is not None and residual is not None and conv_terms(cfg, shape, ConvKnobs(**schedule)) is None:
+            schedule = None  # the tuned tiles leave no room for the residual tile
     schedule = _knobs(schedule, ConvKnobs)
     if schedule is None:
-        shape = conv_shape(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
-                           epilogue_ops=len(compute.steps), planes=compute.out_planes)
         schedule = default_conv_knobs(cfg, shape, vthreads)
-    sched = conv_schedule(schedule, bias=bias) if isinstance(schedule, ConvKnobs) else schedule
+    sched = conv_schedule(schedule, bias=bias, residual=residual is not None) \
+        if isinstance(schedule, ConvKnobs) else schedule
     if not isinstance(sched, Schedule):
         raise CompileError(f"schedule must be ConvKnobs, a dict of them or a Schedule, got "
                            f"{type(schedule).__name__}", op=name)

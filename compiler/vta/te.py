@@ -111,11 +111,22 @@ class ComputeDef:
 
 
 # ----------------------------------------------------------- operator shapes
+def move_reason(cfg: HwConfig) -> str | None:
+    """Why int8 operands cannot reach the accumulator on `cfg` (None if they can): by LOAD.ACC8, or without
+    it (VTA) by an INP load and an identity GEMM (lowering/move.py), which needs block_in == block_out."""
+    if cfg.acc8_load or (cfg.block_in == cfg.block_out and cfg.inp_bits == 8 and cfg.wgt_bits == 8):
+        return None
+    return (f"int8 operands reach the accumulator only by LOAD.ACC8 or an identity GEMM: config {cfg.label} has "
+            f"no LOAD.ACC8 (acc8_load is false), and the identity GEMM needs block_in == block_out and 8-bit "
+            f"inputs and weights (block_in {cfg.block_in}, block_out {cfg.block_out}, inp_bits {cfg.inp_bits}, "
+            f"wgt_bits {cfg.wgt_bits})")
+
+
 def _need_acc8(cfg: HwConfig, name: str) -> None:
-    """int8 operands reach the accumulator only through LOAD.ACC8, which VTA's hardware lacks."""
-    if not cfg.acc8_load:
-        raise CompileError(f"config {cfg.label} has no LOAD.ACC8 (acc8_load is false, as on VTA's "
-                           f"hardware): {name} runs on the host", op=name)
+    """int8 operands reach the accumulator by LOAD.ACC8 or, without it (VTA), an identity GEMM."""
+    reason = move_reason(cfg)
+    if reason:
+        raise CompileError(reason, op=name)
 
 
 def epilogue(cfg: HwConfig, bias: Access | None, shift: int | None,
@@ -141,8 +152,13 @@ def epilogue(cfg: HwConfig, bias: Access | None, shift: int | None,
 
 def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, kh: int, kw: int,
                stride: int = 1, pad: int = 0, bias: bool = False, shift: int | None = None,
-               clip: tuple[int, int] | None = None, name: str = "conv2d") -> ComputeDef:
-    """Convolution in NCHW{batch}n{block}c x OIHW{block}o{block}i layouts."""
+               clip: tuple[int, int] | None = None, residual: tuple[int, tuple[int, int]] | None = None,
+               name: str = "conv2d") -> ComputeDef:
+    """Convolution in NCHW{batch}n{block}c x OIHW{block}o{block}i layouts.
+
+    `residual` = (shift, clip) fuses the residual add that reads this convolution's int8 result:
+    after the requantizing epilogue the int8 tensor "res" is added to the tile, shifted and clipped
+    again (the QAdd's semantics), so the sum leaves in the convolution's one store."""
     oh, ow = (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1
     if oh < 1 or ow < 1:
         raise CompileError(f"kernel {kh}x{kw} with padding {pad} does not fit a {h}x{w} input", op=name)
@@ -156,10 +172,17 @@ def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
                     (v("oc"), v("ic"), v("kh"), v("kw")))
     bias_acc = Access(Tensor("bias", (ocb,), MemId.ACC, pad="error"), (v("oc"),)) if bias else None
     requant = shift is not None or clip is not None
-    out = Access(Tensor("out", (nb, ocb, oh, ow), MemId.OUT, pad="error"),
-                 (v("n"), v("oc"), v("oh"), v("ow")))
-    return ComputeDef(name, axes, out, reduce="gemm", data=data, weight=weight,
-                      steps=epilogue(cfg, bias_acc, shift, clip), out_planes=1 if requant else 4)
+    out_index = (v("n"), v("oc"), v("oh"), v("ow"))
+    out = Access(Tensor("out", (nb, ocb, oh, ow), MemId.OUT, pad="error"), out_index)
+    steps = epilogue(cfg, bias_acc, shift, clip)
+    if residual is not None:
+        if not requant:
+            raise CompileError("a fused residual add needs the convolution's int8 result (a shift or clip)", op=name)
+        _need_acc8(cfg, name)
+        res = Access(Tensor("res", (nb, ocb, oh, ow), MemId.ACC_8BIT, pad="error"), out_index)
+        steps += (AluStep(AluOp.ADD, operand=res),) + epilogue(cfg, None, residual[0], residual[1])
+    return ComputeDef(name, axes, out, reduce="gemm", data=data, weight=weight, steps=steps,
+                      out_planes=1 if requant else 4)
 
 
 def eltwise_def(cfg: HwConfig, kind: str, *, n: int, c: int, h: int, w: int, shift: int | None = None,

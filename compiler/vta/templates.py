@@ -32,7 +32,7 @@ class ConvKnobs:
         return asdict(self)
 
 
-def conv_schedule(k: ConvKnobs, *, bias: bool = False) -> Schedule:
+def conv_schedule(k: ConvKnobs, *, bias: bool = False, residual: bool = False) -> Schedule:
     """The schedule a ConvKnobs describes."""
     s = Schedule()
     for axis, factor in (("oc", k.tile_oc), ("oh", k.tile_oh), ("ow", k.tile_ow), ("ic", k.tile_ic)):
@@ -51,6 +51,8 @@ def conv_schedule(k: ConvKnobs, *, bias: bool = False) -> Schedule:
     s = s.dma_copy("weight", names["oc.o"] if k.hoist_weights else "ic.o")
     if bias:
         s = s.cache_read("bias", "acc").dma_copy("bias", tile_loop)
+    if residual:  # the fused residual add's int8 operand, one tile per output tile
+        s = s.cache_read("res", "acc").dma_copy("res", tile_loop)
     return s.tensorize("oh.i", "gemm")
 
 

@@ -34,7 +34,8 @@ def nchw(shape: tuple[int, ...]) -> tuple[int, int, int, int] | None:
 
 
 def lower_linear(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> AccelProgram:
-    """QConv and QDense: a GEMM over packed weights with the requantizing epilogue."""
+    """QConv and QDense: a GEMM over packed weights with the requantizing epilogue (and a fused residual
+    add, `residual` = the add's (shift, clip), reading the int8 tensor inputs[3])."""
     a = n.attrs
     x_shape = nchw(g.tensors[n.inputs[0]].shape)
     w = g.consts[n.inputs[1]]
@@ -43,31 +44,37 @@ def lower_linear(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> Acc
     stride = a["strides"][0] if n.op == "QConv" else 1
     pad = a["pads"][0] if n.op == "QConv" else 0
     bias = g.consts[n.inputs[2]] if has_bias else None
+    residual = (a["residual"][0], tuple(a["residual"][1])) if "residual" in a else None
     pk = _host_packing(g, n, cfg, x_shape, w4.shape, stride, pad, bias, schedule)
     p = pk.packed
     op, used = compile_conv2d(cfg, x_shape=p.x_shape, w_shape=p.w_shape, stride=p.stride, padding=p.padding,
                               bias=has_bias and not pk.bias_lanes, shift=a.get("shift"),
-                              clip=tuple(a["clip"]) if "clip" in a else None, schedule=schedule, name=n.name)
+                              clip=tuple(a["clip"]) if "clip" in a else None, schedule=schedule,
+                              residual=residual, name=n.name)
     consts = {"weight": pack_weight(pk.weight(w4, bias), cfg.block_out, cfg.block_in)}
     if has_bias and not pk.bias_lanes:
         consts["bias"] = pack_bias(bias, cfg.batch, cfg.block_out)
     o_shape = nchw(g.tensors[n.outputs[0]].shape)
     macs = int(np.prod(o_shape, dtype=np.int64)) * x_shape[1] * w4.shape[2] * w4.shape[3]
     packings = {"data": pk.to_spec()} if pk.kind != "none" else {}
-    return AccelProgram(op, used, consts, {"data": n.inputs[0]}, macs, packings)
+    acts = {"data": n.inputs[0]}
+    if residual is not None:  # the fused residual add's other operand (graph.fusion)
+        acts["res"] = n.inputs[3]
+    return AccelProgram(op, used, consts, acts, macs, packings)
 
 
 def _host_packing(g: Graph, n: Node, cfg: HwConfig, x_shape, w_shape, stride: int, pad: int,
                   bias: np.ndarray | None, schedule: dict | None) -> ReductionPacking:
     """The reduction packing of a QConv whose data the host writes (a graph input, or the result of a
     node the accelerator cannot take), so the host lays it out packed at no extra crossing; every other
-    conv (and one with a tuned schedule, which names the unpacked shape) is left unpacked."""
+    conv (one with a tuned schedule, which names the unpacked shape, or a fused residual add) is left
+    unpacked."""
     from vtakit.compiler.graph.partition import accelerator_reason     # partition imports the registry
 
     plain = packing("none", ConvGeometry(tuple(x_shape), tuple(w_shape), stride, pad))
     producer = g.producers().get(n.inputs[0])
-    if n.op != "QConv" or schedule is not None or (producer is not None
-                                                    and accelerator_reason(g, producer, cfg) is None):
+    if n.op != "QConv" or schedule is not None or "residual" in n.attrs or (
+            producer is not None and accelerator_reason(g, producer, cfg) is None):
         return plain
     a = n.attrs
     return conv_packing(cfg, x_shape=x_shape, w_shape=w_shape, stride=stride, padding=pad, bias=bias,

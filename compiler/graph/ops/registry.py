@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from vtakit.errors import CompileError
+from vtakit.compiler.vta.te import move_reason
 
 if TYPE_CHECKING:  # pragma: no cover
     from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
@@ -168,10 +169,8 @@ def text(v, default: str = "") -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-ACC8_REASON = "int8 operands reach the accumulator only by LOAD.ACC8 (acc8_load is false, as on VTA)"
-
-
 def acc8_reason(cfg) -> str | None:
-    """Why an op that loads int8 tensors into the accumulator cannot run on `cfg` (None if it can)."""
-    return None if cfg.acc8_load else ACC8_REASON
+    """Why an op that loads int8 tensors into the accumulator cannot run on `cfg` (None if it can):
+    by LOAD.ACC8, or on VTA's hardware by an INP load and an identity GEMM."""
+    return move_reason(cfg)
 

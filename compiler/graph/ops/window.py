@@ -113,8 +113,12 @@ def _run_conv(node: Node, args: list, k) -> object:
 
 def _run_qconv(node: Node, args: list, k) -> object:
     a = node.attrs
-    return k.conv2d(args[0], args[1], args[2] if len(args) > 2 else None, stride=a["strides"], pads=a["pads"],
-                    dilation=a["dilations"], groups=a["group"], shift=a.get("shift"), clip=a.get("clip"))
+    y = k.conv2d(args[0], args[1], args[2] if len(args) > 2 else None, stride=a["strides"], pads=a["pads"],
+                 dilation=a["dilations"], groups=a["group"], shift=a.get("shift"), clip=a.get("clip"))
+    if "residual" in a:  # a residual add fused into the conv (graph.fusion): the QAdd's kernel after it
+        shift, clip = a["residual"]
+        return k.add_int8(y, args[3], shift=shift, clip=tuple(clip))
+    return y
 
 
 def _weights_form(g: Graph, n: Node) -> bool:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from vtakit.compiler.vta.lowering.capacity import allocate
 from vtakit.compiler.vta.lowering.dma import Fill, plan_transfers
+from vtakit.compiler.vta.lowering.move import (IDENTITY, added_call, direct_operands, identity_weight, moved_calls,
+                                               moves_int8, stage_name)
 from vtakit.compiler.vta.lowering.tensorize import IntrinsicCall, compute_call, match, tile_calls, tile_op
 from vtakit.compiler.vta.lowering.tokens import Record, insert_tokens
 from vtakit.compiler.vta.lowering.uops import Folded, UopCache, fold
@@ -19,10 +21,14 @@ LOWERING_STEPS: tuple[tuple[str, str], ...] = (
     ("tensorize.match", "once: the compute matches the GEMM / ALU intrinsics, or the operator is refused"),
     ("capacity.allocate", "once: on-chip buffer slots for every tensor and virtual thread, checked against sizes"),
     ("dma.plan_transfers", "per load/store statement: 2-D DMA transfers with padding, and min-fills"),
+    ("move.moved_calls / added_call", "per int8 load into acc without LOAD.ACC8: INP load, GEMM reset and "
+                                      "identity GEMM; an added operand: one identity GEMM into the output tile"),
     ("tensorize.compute_call / tile_calls", "per compute and epilogue statement: intrinsic calls over a tile"),
     ("uops.fold + UopCache", "per call: loops folded into GEMM/ALU iterations, micro-op kernels kept resident"),
     ("tokens.insert_tokens", "once, after the walk: dependency tokens between load, compute and store"),
 )
 
-__all__ = ["LOWERING_STEPS", "Fill", "Folded", "IntrinsicCall", "Record", "UopCache", "allocate", "compute_call",
-           "fold", "insert_tokens", "match", "plan_transfers", "tile_calls", "tile_op"]
+__all__ = ["IDENTITY", "LOWERING_STEPS", "Fill", "Folded", "IntrinsicCall", "Record", "UopCache", "allocate",
+           "added_call", "compute_call", "direct_operands", "fold", "identity_weight", "insert_tokens", "match",
+           "moved_calls",
+           "moves_int8", "plan_transfers", "stage_name", "tile_calls", "tile_op"]

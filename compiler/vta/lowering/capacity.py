@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from vtakit.errors import CompileError
 from vtakit.compiler.vta.loopnest import LoopNest, Stmt
+from vtakit.compiler.vta.lowering.move import IDENTITY, direct_operands, moved_tensors, stage_name
 from vtakit.compiler.vta.regions import region_of
 from vtakit.isa.config import HwConfig
 
@@ -43,14 +44,25 @@ def allocate(nest: LoopNest, cfg: HwConfig, stmts: list[Stmt]) -> Allocation:
             size = region_of(accesses[s.tensor], box).size
             footprint[s.tensor] = max(footprint.get(s.tensor, 0), size)
     copies = {t: nest.vthreads if nest.per_thread(t) else 1 for t in footprint}
+    scopes = dict(nest.scopes)
+    out = compute.out.tensor.name
+    init = compute.init.tensor.name if compute.init is not None else None
+    moved, direct = moved_tensors(compute, cfg), direct_operands(compute, cfg)
+    for t in moved:  # an INP staging slot per moved tile, and the identity block once (lowering.move)
+        owner = out if t == init else t
+        footprint[stage_name(t)], copies[stage_name(t)] = footprint[owner], copies[owner]
+        scopes[stage_name(t)] = "inp"
+    for t in direct:  # added to the output tile by the identity GEMM straight from INP
+        scopes[t] = "inp"
+    if moved or direct:
+        footprint[IDENTITY], copies[IDENTITY], scopes[IDENTITY] = 1, 1, "wgt"
     base, used = {}, {}
     for t in sorted(footprint):
-        scope = nest.scopes[t]
+        scope = scopes[t]
         for c in range(copies[t]):
             base[(t, c)] = used.get(scope, 0)
             used[scope] = used.get(scope, 0) + footprint[t]
     if compute.init is not None:  # the init tensor is read straight into the output tile
-        out = compute.out.tensor.name
         copies[compute.init.tensor.name] = copies[out]
         for c in range(copies[out]):
             base[(compute.init.tensor.name, c)] = base[(out, c)]
@@ -58,7 +70,7 @@ def allocate(nest: LoopNest, cfg: HwConfig, stmts: list[Stmt]) -> Allocation:
         depth = getattr(cfg, SCOPE_DEPTH[scope])
         if n > depth:
             parts = [f"{t} {copies[t]} x {footprint[t]}" for t in sorted(footprint)
-                     if nest.scopes[t] == scope]
+                     if scopes[t] == scope]
             raise CompileError(f"{scope} buffer overflows: {' + '.join(parts)} = {n} entries, "
                                f"it holds {depth} (config {cfg.label}); use smaller tiles or fewer "
                                f"virtual threads", op=compute.name)

@@ -65,8 +65,9 @@ def test_resnet18_end_to_end():
     sim_cycles = module.last_run.accelerator_cycles
     assert cosine(got, want) >= 0.99
     assert got.argmax() == want.argmax()
-    # 20 convolutions and the classifier; max pool and the 8 residual adds need LOAD.ACC8 (host on pynq)
-    assert len(module.vta_tasks()) == 21 and sim_cycles < 9_000_000   # 11.4 M before conv1 was packed
+    # 20 convolutions, the max pool and the classifier; the 8 residual adds are fused into convolutions
+    assert len(module.vta_tasks()) == 22 and sim_cycles < 9_000_000   # 11.4 M before conv1 was packed
+    assert sum("residual" in n.attrs for n in module.graph.nodes) == 8
     assert module.vta_tasks()[0].acts["data"].packing.startswith("im2col/")
     assert np.array_equal(module.run(x, device="fsim")["logits"], got)
     assert np.array_equal(module.run(x, device="rtl")["logits"], got)

@@ -6,6 +6,7 @@ import pytest
 
 from vtakit.compiler.graph.execute import run_graph
 from vtakit.compiler.graph.fold import canonicalize_dense, fold_into_conv, fuse_activations
+from vtakit.compiler.graph.fusion import fuse_residual_adds
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.partition import PartitionOptions, partition
 from vtakit.compiler.graph.plan import plan_dram
@@ -136,11 +137,15 @@ def test_partition_rules_and_options():
     q = quantize(g, cal)
     cfg = HwConfig.preset("pynq")
     place = partition(q, cfg)
-    # pynq, like VTA's hardware, has no LOAD.ACC8: the int8 max pool and add stay on the host
-    assert [place[n.name] for n in q.nodes] == ["host", "vta", "host", "vta", "host", "host", "host"]
-    assert "acc8_load" in q.notes["host_reasons"]["add"]
+    # pynq, like VTA's hardware, has no LOAD.ACC8: the int8 max pool and add move their tiles into the
+    # accumulator by an identity GEMM; with LOAD.ACC8 they use it; with neither they stay on the host
+    assert [place[n.name] for n in q.nodes] == ["host", "vta", "vta", "vta", "vta", "host", "host"]
     place = partition(q, cfg.replace(acc8_load=True))
     assert [place[n.name] for n in q.nodes] == ["host", "vta", "vta", "vta", "vta", "host", "host"]
+    odd = cfg.replace(block_in=8, inp_buff_bytes=1 << 14, wgt_buff_bytes=1 << 17)
+    place = partition(q, odd)
+    assert [place[n.name] for n in q.nodes] == ["host", "vta", "host", "vta", "host", "host", "host"]
+    assert "acc8_load is false" in q.notes["host_reasons"]["add"]
     place = partition(q, cfg, PartitionOptions(first_conv="host", host_nodes=("add",)))
     assert place["c1"] == "host" and place["add"] == "host" and place["c2"] == "vta"
     assert q.notes["host_reasons"]["add"] == "asked for the host"
@@ -171,3 +176,26 @@ def test_dram_plan_reuses_space_only_between_disjoint_lifetimes():
     used = max(o + n for o, n in plan.slots.values()) - plan.const_bytes
     assert used < plan.activation_bytes_without_reuse
     assert plan.slots["a"][0] % 256 == 0 and plan.arena_bytes % 4096 == 0
+
+
+def test_residual_add_fuses_into_the_conv_producing_it():
+    """graph.fusion: on the accelerator the QAdd (with its ReLU clip) joins the epilogue of the QConv that
+    produces one operand (the only reader of that conv); the host interpreter gives the same bits."""
+    g = residual_graph()
+    cal = calibrate(g, [{"x": RNG.standard_normal((1, 16, 8, 8)).astype(np.float32)}])
+    q = quantize(g, cal)
+    add = next(n for n in q.nodes if n.op == "QAdd")
+    fused = q.copy()
+    place = fuse_residual_adds(fused, partition(fused, HwConfig.preset("pynq")))
+    assert [n.op for n in fused.nodes] == ["Quantize", "QConv", "MaxPool", "QConv", "Dequantize", "Softmax"]
+    conv = fused.node("c2")
+    assert conv.attrs["residual"] == (add.attrs["shift"], add.attrs["clip"]) and conv.attrs["clip"] == (-128, 127)
+    assert conv.inputs[3] == add.inputs[1] and conv.outputs == add.outputs and place["c2"] == "vta"
+    assert "add" not in place
+    for _ in range(2):
+        x = RNG.standard_normal((1, 16, 8, 8)).astype(np.float32)
+        assert np.array_equal(run_graph(fused, {"x": x})["y"], run_graph(q, {"x": x})["y"])
+    # a conv the host runs, or one whose result has another reader, keeps its add
+    kept = q.copy()
+    fuse_residual_adds(kept, partition(kept, HwConfig.preset("pynq"), PartitionOptions(host_nodes=("c2",))))
+    assert [n.op for n in kept.nodes] == [n.op for n in q.nodes]

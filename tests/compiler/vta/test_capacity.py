@@ -7,7 +7,7 @@ import pytest
 from vtakit.compiler.vta.loopnest import walk
 from vtakit.compiler.vta.lowering.capacity import allocate
 from vtakit.compiler.vta.schedule import Schedule, apply
-from vtakit.compiler.vta.te import conv2d_def, eltwise_def
+from vtakit.compiler.vta.te import conv2d_def, eltwise_def, maxpool_def
 from vtakit.compiler.vta.templates import EltwiseKnobs, eltwise_schedule
 from vtakit.isa.config import HwConfig
 
@@ -79,7 +79,7 @@ def test_slots_are_disjoint_per_scope():
 def test_slot_is_largest_tile():
     # 6x6 image tiled by 4 rows: tiles of 4 and 2 rows; the slot fits the larger (4 x 6 = 24)
     c = eltwise_def(ACC8, "relu", n=1, c=16, h=6, w=6)
-    _, a = alloc_of(c, eltwise_schedule(EltwiseKnobs(tile_c=1, tile_h=4, vthreads=1), inputs=("a",)))
+    _, a = alloc_of(c, eltwise_schedule(EltwiseKnobs(tile_c=1, tile_h=4, vthreads=1), inputs=("a",)), ACC8)
     assert a.footprint == {"out": 24}
     assert a.copies == {"out": 1, "a": 1} and a.base[("a", 0)] == a.base[("out", 0)]
 
@@ -88,7 +88,7 @@ def test_init_tensor_shares_output_slot():
     # add: out = a + b, a initialises the output tile. 4 rows x 4 cols, 2 channel blocks; tiles of
     # 1 channel block x 2 rows x 4 cols = 8 entries, 2 threads over the 2 row tiles.
     c = eltwise_def(ACC8, "add", n=1, c=32, h=4, w=4)
-    nest, a = alloc_of(c, eltwise_schedule(EltwiseKnobs(tile_c=1, tile_h=2, vthreads=2), inputs=("a", "b")))
+    nest, a = alloc_of(c, eltwise_schedule(EltwiseKnobs(tile_c=1, tile_h=2, vthreads=2), inputs=("a", "b")), ACC8)
     assert nest.vthread_level is not None
     # a is not transferred on its own (it arrives with the output tile): no footprint of its own
     assert a.footprint == {"b": 8, "out": 8}
@@ -104,13 +104,30 @@ def test_overflow_names_scope_and_tensors():
     # 16 rows x 64 cols per tile = 1024 acc entries; b and out, 2 threads each: 4096 > 2048
     c = eltwise_def(ACC8, "add", n=1, c=16, h=32, w=64)
     s = eltwise_schedule(EltwiseKnobs(tile_c=1, tile_h=16, vthreads=2), inputs=("a", "b"))
-    msg = ("op add: acc buffer overflows: b 2 x 1024 + out 2 x 1024 = 4096 entries, it holds 2048 "
-           "(config pynq); use smaller tiles or fewer virtual threads")
+    msg = (f"op add: acc buffer overflows: b 2 x 1024 + out 2 x 1024 = 4096 entries, it holds 2048 "
+           f"(config {ACC8.label}); use smaller tiles or fewer virtual threads")
     with pytest.raises(CompileError, match=re.escape(msg)):
-        alloc_of(c, s)
+        alloc_of(c, s, ACC8)
     # one thread fits exactly: 1024 + 1024 = 2048
-    _, a = alloc_of(c, eltwise_schedule(EltwiseKnobs(tile_c=1, tile_h=16, vthreads=1), inputs=("a", "b")))
+    _, a = alloc_of(c, eltwise_schedule(EltwiseKnobs(tile_c=1, tile_h=16, vthreads=1), inputs=("a", "b")), ACC8)
     assert a.used == {"acc": 2048}
+
+
+def test_without_acc8_int8_tiles_are_staged_in_inp():
+    # pynq has no LOAD.ACC8 (lowering/move.py): the init tensor a gets an INP staging slot the size of
+    # the output tile; b, only added, lives in INP alone (the identity GEMM adds it into out); the
+    # identity weight block takes one WGT entry
+    c = eltwise_def(CFG, "add", n=1, c=32, h=4, w=4)
+    _, a = alloc_of(c, eltwise_schedule(EltwiseKnobs(tile_c=1, tile_h=2, vthreads=2), inputs=("a", "b")))
+    assert a.footprint == {"out": 8, "b": 8, "a@inp": 8, "identity": 1}
+    assert a.copies == {"out": 2, "b": 2, "a@inp": 2, "identity": 1, "a": 2}
+    assert a.used == {"acc": 16, "inp": 32, "wgt": 1}
+    assert a.base[("a", 1)] == a.base[("out", 1)]
+    # max pooling: the data tile (with its halo) is staged in INP and moved into its acc slot
+    p = maxpool_def(CFG, n=1, c=16, h=4, w=4, kernel=2, stride=2)
+    _, a = alloc_of(p, eltwise_schedule(EltwiseKnobs(tile_c=1, tile_h=2, vthreads=1), inputs=("data",), pool=True))
+    assert a.footprint == {"out": 4, "data": 16, "data@inp": 16, "identity": 1}
+    assert a.used == {"acc": 20, "inp": 16, "wgt": 1}
 
 
 def test_overflow_in_input_scope():

@@ -30,7 +30,8 @@ ALL_PRESETS = ["pynq", "1x8", "2x16"]
 # load and leaves them to the host, so they are tested on pynq with acc8_load switched on
 PYNQ_ACC8 = HwConfig.preset("pynq").replace(acc8_load=True)
 ACC8 = PYNQ_ACC8
-ELT_PRESETS = [PYNQ_ACC8, "1x8", "2x16"]
+ELT_PRESETS = [PYNQ_ACC8, "pynq", "1x8", "2x16"]  # pynq: INP load + identity GEMM (lowering/move.py)
+ELT_IDS = ["pynq+acc8", "pynq", "1x8", "2x16"]
 
 
 def _i8(rng, shape):
@@ -171,7 +172,7 @@ ELT_SHAPES = [(1, 16, 4, 4), (3, 21, 5, 7), (2, 40, 9, 1), (1, 1, 1, 1), (1, 8, 
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("preset", ELT_PRESETS, ids=["pynq+acc8", "1x8", "2x16"])
+@pytest.mark.parametrize("preset", ELT_PRESETS, ids=ELT_IDS)
 def test_add_matches_reference(preset, device):
     rng = np.random.default_rng(21)
     for shape in ELT_SHAPES:
@@ -183,7 +184,7 @@ def test_add_matches_reference(preset, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("preset", ELT_PRESETS, ids=["pynq+acc8", "1x8", "2x16"])
+@pytest.mark.parametrize("preset", ELT_PRESETS, ids=ELT_IDS)
 def test_relu_matches_reference(preset, device):
     rng = np.random.default_rng(22)
     for shape in ELT_SHAPES:
@@ -212,7 +213,7 @@ POOL_SHAPES = [(1, 16, 8, 8), (3, 21, 7, 9), (2, 5, 1, 3)]
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("preset", ELT_PRESETS, ids=["pynq+acc8", "1x8", "2x16"])
+@pytest.mark.parametrize("preset", ELT_PRESETS, ids=ELT_IDS)
 def test_max_pool2d_matches_reference(preset, device):
     rng = np.random.default_rng(24)
     for shape in POOL_SHAPES:
@@ -292,12 +293,14 @@ def test_report_macs_and_utilization_per_preset(preset):
     assert rep.utilization == pytest.approx(rep.macs / (rep.cycles * cfg.peak_macs_per_cycle))
 
 
-def test_eltwise_needs_acc8_load():
-    """pynq (VTA's hardware) has no LOAD.ACC8: the int8 operators are a CompileError, not a program
-    that VTA would run differently."""
+def test_eltwise_without_acc8_load_or_identity_gemm():
+    """Without LOAD.ACC8 the int8 operators move their tiles by an identity GEMM, which needs
+    block_in == block_out: otherwise a CompileError, not a program that VTA would run differently."""
     x = _i8(np.random.default_rng(34), (1, 16, 4, 4))
-    for fn in (lambda: ops.relu(x), lambda: ops.add(x, x), lambda: ops.max_pool2d(x, kernel=2)):
-        _raises(CompileError, fn, "acc8_load")
+    odd = HwConfig.preset("pynq").replace(block_in=8, inp_buff_bytes=1 << 14, wgt_buff_bytes=1 << 17)
+    for fn in (lambda: ops.relu(x, config=odd), lambda: ops.add(x, x, config=odd),
+               lambda: ops.max_pool2d(x, kernel=2, config=odd)):
+        _raises(CompileError, fn, "acc8_load is false")
 
 
 def test_report_eltwise():

@@ -365,9 +365,6 @@ def test_run_compiled_on_a_reused_device(preset, model):
     assert np.array_equal(y, e1)
     y, _ = ops.conv2d(x2, w2, stride=2, bias=b2, config=cfg, device=dev)
     assert np.array_equal(y, e2)
-    if cfg.acc8_load:
-        y, _ = ops.max_pool2d(x1, kernel=3, stride=2, padding=1, config=cfg, device=dev)
-        assert np.array_equal(y, reference.max_pool2d(x1, 3, 2, 1))
-    else:  # pynq, like VTA's hardware, has no LOAD.ACC8: int8 max pooling stays on the host
-        with pytest.raises(CompileError, match="acc8_load"):
-            ops.max_pool2d(x1, kernel=3, stride=2, padding=1, config=cfg, device=dev)
+    # pynq, like VTA's hardware, has no LOAD.ACC8: max pooling moves its tiles by an identity GEMM
+    y, _ = ops.max_pool2d(x1, kernel=3, stride=2, padding=1, config=cfg, device=dev)
+    assert np.array_equal(y, reference.max_pool2d(x1, 3, 2, 1))

@@ -1,0 +1,70 @@
+"""A residual add fused into a convolution's epilogue (te.conv2d_def residual=): the conv's int8 result
+plus an int8 tensor, shifted and clipped again, gives numpy's conv followed by numpy's add, bit for bit,
+on configurations with LOAD.ACC8 (the operand in an acc slot, ALU ADD) and without it (pynq: the
+identity GEMM adds the operand's INP tile into the output tile, lowering/move.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vtakit.compiler.vta import reference
+from vtakit.compiler.vta.ops import compile_conv2d
+from vtakit.compiler.vta.runtime import pack_activation, pack_bias, pack_weight, resolve_device, run_compiled
+from vtakit.compiler.vta.runtime import unpack_activation
+from vtakit.errors import CompileError
+from vtakit.compiler.vta.templates import ConvKnobs
+from vtakit.isa import Alu, AluOp, Gemm, HwConfig, Load, MemId, Store
+
+# (n, c_in, h, w, c_out, kernel, stride, pad): block multiples, odd channel counts and odd sizes
+CASES = [(1, 32, 8, 8, 32, 3, 1, 1), (2, 20, 7, 9, 24, 3, 2, 1), (1, 16, 5, 5, 40, 1, 1, 0)]
+
+
+@pytest.mark.parametrize("preset, device", [("pynq", "fsim"), ("pynq", "sim"), ("2x16", "fsim"), ("1x8", "sim")])
+def test_fused_residual_add_matches_conv_then_add(preset: str, device: str) -> None:
+    cfg = HwConfig.preset(preset)
+    rng = np.random.default_rng(41)
+    for n, c, h, w, o, k, s, p in CASES:
+        x = rng.integers(-128, 128, (n, c, h, w), dtype=np.int8)
+        wt = rng.integers(-128, 128, (o, c, k, k), dtype=np.int8)
+        bias = rng.integers(-4000, 4000, o, dtype=np.int32)
+        oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+        res = rng.integers(-128, 128, (n, o, oh, ow), dtype=np.int8)
+        for add_shift, add_clip in ((0, (-128, 127)), (1, (0, 127))):
+            op, _ = compile_conv2d(cfg, x_shape=x.shape, w_shape=wt.shape, stride=s, padding=p, bias=True, shift=8,
+                                   clip=(-128, 127), residual=(add_shift, add_clip))
+            inputs = {"data": pack_activation(x, cfg.batch, cfg.block_in),
+                      "weight": pack_weight(wt, cfg.block_out, cfg.block_in),
+                      "bias": pack_bias(bias, cfg.batch, cfg.block_out),
+                      "res": pack_activation(res, cfg.batch, cfg.block_out)}
+            out, _ = run_compiled(op, resolve_device(device, cfg), inputs)
+            conv = reference.conv2d(x, wt, s, p, bias, shift=8, clip=(-128, 127))
+            want = reference.add(conv, res, shift=add_shift, clip=add_clip)
+            assert np.array_equal(unpack_activation(out, n, o), want), (preset, device, c, o, add_shift)
+            moves = [i for i in op.insns if isinstance(i, Load) and i.mem in (MemId.ACC_8BIT, MemId.INP)]
+            assert any(i.mem == MemId.ACC_8BIT for i in moves) == cfg.acc8_load  # pynq: no LOAD.ACC8 at all
+
+
+def test_fused_residual_on_pynq_adds_by_one_gemm_pass() -> None:
+    """Without LOAD.ACC8 the residual needs no acc slot, reset or ALU ADD: per output tile one GEMM
+    against the identity block (loaded once) where the acc8 configuration loads the tile and runs ALU ADD."""
+    pynq = HwConfig.preset("pynq")
+    knobs = ConvKnobs(tile_oc=1, tile_oh=2, tile_ow=4, tile_ic=1, vthreads=1)
+    kw = dict(x_shape=(1, 16, 4, 4), w_shape=(16, 16, 1, 1), shift=4, clip=(-128, 127), schedule=knobs)
+    plain, _ = compile_conv2d(pynq, **kw)
+    fused, _ = compile_conv2d(pynq, residual=(0, (0, 127)), **kw)
+    acc8, _ = compile_conv2d(pynq.replace(acc8_load=True), residual=(0, (0, 127)), **kw)
+    tiles = sum(isinstance(i, Store) for i in plain.insns)
+    assert tiles == 2
+
+    def count(program, kind, **fields):
+        return sum(isinstance(i, kind) and all(getattr(i, f) == v for f, v in fields.items()) for i in program.insns)
+
+    assert count(fused, Gemm, reset=False) == count(plain, Gemm, reset=False) + tiles
+    assert count(fused, Gemm, reset=True) == count(plain, Gemm, reset=True)
+    assert count(fused, Alu, op=AluOp.ADD) == 0 and count(acc8, Alu, op=AluOp.ADD) == tiles
+    assert count(fused, Load, mem=MemId.INP) == count(plain, Load, mem=MemId.INP) + tiles
+    assert count(fused, Load, mem=MemId.WGT) == count(plain, Load, mem=MemId.WGT) + 1
+    assert count(fused, Load, mem=MemId.ACC_8BIT) == 0 and count(acc8, Load, mem=MemId.ACC_8BIT) == tiles
+    with pytest.raises(CompileError, match="fused residual add needs"):
+        compile_conv2d(pynq, x_shape=(1, 16, 4, 4), w_shape=(16, 16, 1, 1), residual=(0, (0, 127)))
