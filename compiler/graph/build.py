@@ -23,7 +23,7 @@ from vtakit.compiler.graph.onnx_frontend import import_onnx
 from vtakit.compiler.graph.partition import PartitionOptions, partition
 from vtakit.compiler.graph.plan import plan_dram
 from vtakit.compiler.graph.calibration import DEFAULT_METHOD, calibrate as run_calibration, check_method
-from vtakit.compiler.graph.equalize import correct_bias, equalize as equalize_ranges
+from vtakit.compiler.graph.equalize import check_mode, correct_bias, equalize as equalize_ranges
 from vtakit.compiler.graph.quantize import Calibration, quantize, strip_fake_quant, weight_roundtrip
 from vtakit.compiler.graph.simplify import simplify
 from vtakit.isa.config import DEFAULT_PRESET, HwConfig
@@ -32,7 +32,7 @@ from vtakit.isa.fields import INSN_BYTES
 TARGETS = ("vta", "cpu", "cuda")
 HOSTS = ("cpu", "cuda")
 SYNTHETIC_SAMPLES = 4
-EQUALIZE = False  # cross-layer equalization before quantization (decided on the real models, see README)
+EQUALIZE = "off"  # cross-layer equalization before quantization: equalize.MODES (measured in the README)
 BIAS_CORRECTION = False
 
 
@@ -46,7 +46,7 @@ def optimize(graph: Graph, *, keep_fake_quant: bool = False) -> Graph:
 
 
 def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEFAULT_METHOD,
-                   equalize: bool = EQUALIZE, bias_correction: bool = BIAS_CORRECTION,
+                   equalize: str = EQUALIZE, bias_correction: bool = BIAS_CORRECTION,
                    keep_float=()) -> tuple[Graph, Graph, dict[str, Any]]:
     """(the float graph quantized from, the int8 graph, calibration notes) for an optimized graph."""
     samples, synthetic = calibration_samples(g, calibrate, seed)
@@ -59,11 +59,11 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
                       method=calibration, equalize=equalize, bias_correction=bias_correction)
 
 
-def prepare_for_int8(g: Graph, samples: list[dict[str, np.ndarray]], *, equalize: bool = EQUALIZE,
+def prepare_for_int8(g: Graph, samples: list[dict[str, np.ndarray]], *, equalize: str = EQUALIZE,
                      bias_correction: bool = BIAS_CORRECTION) -> Graph:
     """The float graph the int8 one is quantized from: channel ranges equalized, biases corrected."""
-    if equalize:
-        g = equalize_ranges(g)
+    if check_mode(equalize) != "off":
+        g = equalize_ranges(g, clip_as_relu=equalize == "clip-as-relu")
     if bias_correction:
         g = correct_bias(g, samples, weight_roundtrip)
     return g
@@ -136,7 +136,7 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
                    input_shapes: dict[str, tuple[int, ...]] | None = None,
                    partition_options: PartitionOptions | dict | None = None,
                    schedules: dict[str, Any] | None = None, seed: int = 0, host: str = "cpu",
-                   calibration: str = DEFAULT_METHOD, equalize: bool = EQUALIZE, bias_correction: bool = BIAS_CORRECTION,
+                   calibration: str = DEFAULT_METHOD, equalize: str = EQUALIZE, bias_correction: bool = BIAS_CORRECTION,
                    keep_float: tuple[str, ...] = ()) -> CompiledModule:
     """Compile an ONNX model (path, bytes or ModelProto) for `config`; see the module docstring.
 
@@ -151,6 +151,7 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
         raise CompileError("target cpu runs every node on the CPU; use target cuda for the GPU")
     cfg = HwConfig.load(config)
     check_method(calibration)
+    check_mode(equalize)
     t0 = time.perf_counter()
     if calibrate is not None and not isinstance(calibrate, (list, tuple, np.ndarray)):
         calibrate = list(calibrate)  # an iterator is read twice: its first sample binds symbolic dims

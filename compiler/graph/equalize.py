@@ -24,10 +24,19 @@ from collections.abc import Callable
 
 import numpy as np
 
+from vtakit.errors import CompileError
 from vtakit.compiler.graph.execute import run_graph
 from vtakit.compiler.graph.ir import Graph, Node
 
-EQUALIZE_ROUNDS = 4
+MODES = ("off", "exact", "clip-as-relu")  # exact: only through identity/ReLU; clip-as-relu: ReLU6 becomes ReLU
+EQUALIZE_ROUNDS = 100  # chains (conv -> depthwise -> conv) converge geometrically
+CONVERGED = 1e-7  # stop once no scale differs from 1 by more
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise CompileError(f"unknown equalize mode {mode!r}; use one of {', '.join(MODES)}")
+    return mode
 
 
 def _weighted(g: Graph, n: Node) -> bool:
@@ -88,11 +97,13 @@ def equalize(graph: Graph, clip_as_relu: bool = False, rounds: int = EQUALIZE_RO
     """The graph with the channel ranges of every equalizable pair made equal (see the docstring)."""
     g = graph.copy()
     for _ in range(rounds):
+        moved = 0.0
         for n, m in equalizable_pairs(g, clip_as_relu):
             w1, w2 = g.consts[n.inputs[1]], g.consts[m.inputs[1]]
             r1, r2 = _out_ranges(w1), _in_ranges(g, m)
             ok = (r1 > 0) & (r2 > 0)
             s = np.where(ok, np.sqrt(np.where(ok, r1, 1.0) / np.where(ok, r2, 1.0)), 1.0)
+            moved = max(moved, float(np.max(np.abs(s - 1.0))))
             shape1 = (-1,) + (1,) * (w1.ndim - 1)
             n.inputs[1] = _set_const(g, n, "weight", w1 / s.reshape(shape1))
             if len(n.inputs) > 2 and n.inputs[2]:
@@ -104,6 +115,8 @@ def equalize(graph: Graph, clip_as_relu: bool = False, rounds: int = EQUALIZE_RO
             else:
                 w2 = w2 * s.reshape((1, -1) + (1,) * (w2.ndim - 2))
             m.inputs[1] = _set_const(g, m, "weight", w2)
+        if moved <= CONVERGED:
+            break
     g.prune()
     return g
 

@@ -68,9 +68,7 @@ def cmd_compile(args) -> int:
         module = compile_module(args.model, args.config, target=args.target, calibrate=cal,
                                 input_shapes=_input_shapes(args.input_shape),
                                 partition_options=dict(first_conv=args.first_conv, classifier=args.classifier),
-                                seed=args.seed, host=args.host, calibration=args.calibration,
-                                equalize=args.equalize, bias_correction=args.bias_correction,
-                                keep_float=_keep_float(args.keep_float))
+                                seed=args.seed, host=args.host, **_int8_kwargs(args))
     out = module.save(args.output)
     notes = module.notes
     if table is not None:
@@ -128,17 +126,21 @@ def cmd_run(args) -> int:
 
 
 def _int8_options(p) -> None:
-    """The quantization options `compile` and `report --accuracy` share."""
-    from vtakit.compiler.graph.build import BIAS_CORRECTION, EQUALIZE
-    from vtakit.compiler.graph.calibration import DEFAULT_METHOD, METHODS
-
-    p.add_argument("--calibration", default=DEFAULT_METHOD, choices=METHODS,
-                   help=f"how activation exponents are chosen (default {DEFAULT_METHOD})")
-    p.add_argument("--equalize", action=argparse.BooleanOptionalAction, default=EQUALIZE,
-                   help="cross-layer equalization of consecutive conv/dense layers")
-    p.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=BIAS_CORRECTION,
+    """The quantization options `compile` and `report --accuracy` share (defaults: compile_module's;
+    the names are checked there, so the parser imports no compiler)."""
+    p.add_argument("--calibration", help="how activation exponents are chosen: max, percentile, mse or kl "
+                                         "(compiler.graph.calibration; default mse)")
+    p.add_argument("--equalize", help="cross-layer equalization: off, exact (through ReLU only) or clip-as-relu "
+                                      "(ReLU6 becomes ReLU where equalized: changes the float model); default off")
+    p.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=None,
                    help="correct each bias for the mean shift its weight quantization causes")
     p.add_argument("--keep-float", default="", help="NODE,... nodes kept in float on the host")
+
+
+def _int8_kwargs(args) -> dict:
+    """The options the user gave, for compile_module / float_and_int8 (the rest keep their defaults)."""
+    given = dict(calibration=args.calibration, equalize=args.equalize, bias_correction=args.bias_correction)
+    return {k: v for k, v in given.items() if v is not None} | dict(keep_float=_keep_float(args.keep_float))
 
 
 def _keep_float(spec: str) -> tuple[str, ...]:
@@ -162,8 +164,7 @@ def cmd_accuracy(args) -> int:
         if len(graph.inputs) != 1:
             raise VtaError(f"--input .npy feeds one input; the model has {len(graph.inputs)}: use an .npz")
         data = {graph.inputs[0]: data}
-    fg, qg, notes = float_and_int8(graph, cal, seed=args.seed, calibration=args.calibration, equalize=args.equalize,
-                                   bias_correction=args.bias_correction, keep_float=_keep_float(args.keep_float))
+    fg, qg, notes = float_and_int8(graph, cal, seed=args.seed, **_int8_kwargs(args))
     if notes["synthetic"]:
         console.print("[yellow]calibrated on seeded random inputs[/] (no --calibrate given)")
     rep = accuracy_report(fg, qg, data)
