@@ -44,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=BIAS_CORRECTION)
     ap.add_argument("--calibration-samples", type=int, default=8)
     ap.add_argument("--limit", type=int, default=0, help="only the first N test views")
+    ap.add_argument("--no-lower", action="store_true",
+                    help="run the int8 graph on the host interpreter without lowering it (quick; the accelerator "
+                         "computes the same bits); no cycles")
     args = ap.parse_args(argv)
     real = _support("real_models")
     try:
@@ -56,19 +59,30 @@ def main(argv: list[str] | None = None) -> int:
     cal = [real.preprocess(v) for _, v in photos.calibration_views(args.calibration_samples)]
     xs = [real.preprocess(v) for _, v in tests]
     t0 = time.perf_counter()
-    module = compile_module(model, args.config, calibrate=[c[None] for c in cal], calibration=args.calibration,
-                            equalize=args.equalize, bias_correction=args.bias_correction)
-    print(f"compiled in {time.perf_counter() - t0:.1f} s: {len(module.vta_tasks())} accelerator tasks; "
-          f"calibration {args.calibration}, equalize {args.equalize}, bias correction {args.bias_correction}")
+    options = dict(calibration=args.calibration, equalize=args.equalize, bias_correction=args.bias_correction)
     ref = real.float_logits(model, xs)
-    t0 = time.perf_counter()
     got, cycles = [], None
-    for x in xs:
-        got.append(module.run(x[None], device=args.device)["logits"][0])
-        if cycles is None and args.device == "sim":
-            cycles = module.report().accelerator_cycles
+    if args.no_lower:
+        from vtakit.compiler.graph.build import float_and_int8, optimize
+        from vtakit.compiler.graph.execute import run_graph
+        from vtakit.compiler.graph.onnx_frontend import import_onnx
+
+        _, q, _ = float_and_int8(optimize(import_onnx(model)), [c[None] for c in cal], **options)
+        print(f"quantized in {time.perf_counter() - t0:.1f} s; {options}")
+        t0 = time.perf_counter()
+        got = [run_graph(q, {"data": x[None]})["logits"][0] for x in xs]
+        where = "the host interpreter"
+    else:
+        module = compile_module(model, args.config, calibrate=[c[None] for c in cal], **options)
+        print(f"compiled in {time.perf_counter() - t0:.1f} s: {len(module.vta_tasks())} accelerator tasks; {options}")
+        t0 = time.perf_counter()
+        for x in xs:
+            got.append(module.run(x[None], device=args.device)["logits"][0])
+            if cycles is None and args.device == "sim":
+                cycles = module.report().accelerator_cycles
+        where = args.device
     m = real.agreement(ref, np.stack(got))
-    print(f"{len(xs)} photos on {args.device} in {time.perf_counter() - t0:.1f} s: top-1 agreement "
+    print(f"{len(xs)} photos on {where} in {time.perf_counter() - t0:.1f} s: top-1 agreement "
           f"{m.top1:.1%}, top-5 overlap {m.top5:.1%}, mean logits cosine {m.cosine:.4f} (worst {m.worst:.4f})")
     if cycles is not None:
         print(f"accelerator cycles per inference ({args.config}): {cycles:,}")

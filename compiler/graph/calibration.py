@@ -47,6 +47,7 @@ class Histogram:
 
     anchor: int
     counts: np.ndarray = field(default_factory=lambda: np.zeros(HIST_BINS, np.int64))
+    zeros: int = 0  # exact zeros (ReLU outputs, padding): every exponent represents them exactly
 
     @property
     def width(self) -> float:
@@ -60,6 +61,9 @@ class Histogram:
 
     def add(self, value: np.ndarray) -> None:
         mags = np.abs(value.astype(np.float64, copy=False)).ravel()
+        nonzero = mags[mags != 0]
+        self.zeros += mags.size - nonzero.size
+        mags = nonzero
         top = float(mags.max()) if mags.size else 0.0
         while top >= 128 * 2.0 ** -self.anchor and self.anchor > EXP_RANGE[0] - _FINE:
             self.widen()
@@ -71,12 +75,14 @@ class Histogram:
         return min(HIST_BINS, int(round(127.5 * 2.0 ** (self.anchor + _FINE - e))))
 
     def clipped_fraction(self, e: int) -> float:
-        total = int(self.counts.sum())
+        total = int(self.counts.sum()) + self.zeros
         return float(self.counts[self.edge(e):].sum()) / total if total else 0.0
 
     def kl_divergence(self, e: int) -> float:
-        """KL(P || Q): P the histogram cut at e's threshold (outliers in the last bin), Q its
-        128 int8 levels spread evenly over the nonzero bins each level covers."""
+        """KL(P || Q): P the histogram of the nonzero values cut at e's threshold (outliers in the last
+        bin), Q its 128 int8 levels spread evenly over the nonzero bins each level covers.  Exact
+        zeros are left out: they cost nothing at any exponent, and a ReLU's spike at zero would
+        otherwise decide the choice."""
         cut = self.edge(e)
         p = self.counts[:cut].astype(np.float64).copy()
         if cut == 0 or p.size == 0:

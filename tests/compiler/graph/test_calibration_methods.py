@@ -65,6 +65,13 @@ def test_kl_clips_a_heavy_tail_and_keeps_a_uniform_range():
     assert _cal("kl", u).exponent("t") == _cal("max", u).exponent("t")
 
 
+def test_kl_ignores_the_spike_of_exact_zeros_a_relu_leaves():
+    x = np.clip(np.random.default_rng(4).standard_normal(100_000) * 2, 0, 6)  # half exact zeros
+    cal = _cal("kl", x)
+    assert cal.hist["t"].zeros == int(np.sum(x == 0))
+    assert cal.exponent("t") == _cal("max", x).exponent("t")  # the spike alone would push it 3 bits finer
+
+
 def test_histogram_widening_is_exact():
     rng = np.random.default_rng(2)
     small, large = rng.standard_normal(10_000) * 0.1, rng.standard_normal(10_000) * 20
