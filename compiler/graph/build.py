@@ -33,7 +33,7 @@ TARGETS = ("vta", "cpu", "cuda")
 HOSTS = ("cpu", "cuda")
 SYNTHETIC_SAMPLES = 4
 EQUALIZE = "off"  # cross-layer equalization before quantization: equalize.MODES (measured in the README)
-BIAS_CORRECTION = False
+BIAS_CORRECTION = True  # wins on EfficientNet-Lite0: see the README's accuracy figures
 
 
 def optimize(graph: Graph, *, keep_fake_quant: bool = False) -> Graph:

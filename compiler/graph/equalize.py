@@ -69,9 +69,7 @@ def equalizable_pairs(g: Graph, clip_as_relu: bool = False) -> list[tuple[Node, 
         if len(readers) != 1 or not _weighted(g, readers[0]) or readers[0].inputs[0] != n.outputs[0]:
             continue
         m = readers[0]
-        if m.op != n.op and not (n.op == "Conv" and m.op == "Conv"):
-            continue
-        if m.attrs.get("group", 1) > 1 and not _depthwise(g, m):
+        if m.op != n.op or (m.attrs.get("group", 1) > 1 and not _depthwise(g, m)):
             continue
         pairs.append((n, m))
     return pairs

@@ -129,11 +129,11 @@ def _int8_options(p) -> None:
     """The quantization options `compile` and `report --accuracy` share (defaults: compile_module's;
     the names are checked there, so the parser imports no compiler)."""
     p.add_argument("--calibration", help="how activation exponents are chosen: max, percentile, mse or kl "
-                                         "(compiler.graph.calibration; default mse)")
+                                         "(compiler.graph.calibration; default max)")
     p.add_argument("--equalize", help="cross-layer equalization: off, exact (through ReLU only) or clip-as-relu "
                                       "(ReLU6 becomes ReLU where equalized: changes the float model); default off")
     p.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=None,
-                   help="correct each bias for the mean shift its weight quantization causes")
+                   help="correct each bias for the mean shift its weight quantization causes (default on)")
     p.add_argument("--keep-float", default="", help="NODE,... nodes kept in float on the host")
 
 
