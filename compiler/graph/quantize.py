@@ -99,8 +99,10 @@ def strip_fake_quant(graph: Graph) -> Graph:
     return eliminate_dead_code(g)
 
 
-def calibrate(graph: Graph, samples: list[dict[str, np.ndarray]]) -> Calibration:
-    cal = Calibration(samples=len(samples))
+def calibrate(graph: Graph, samples: list[dict[str, np.ndarray]], cal: Calibration | None = None) -> Calibration:
+    """Observe every float tensor of the graph over the samples, into `cal` (a new Calibration by default)."""
+    cal = Calibration() if cal is None else cal
+    cal.samples = len(samples)
 
     def observe(name: str, value: np.ndarray) -> None:
         if value.dtype == np.float32 and value.size:
@@ -141,6 +143,8 @@ def quantization_error(value: np.ndarray, e: int) -> float:
 def _int8_form(g: Graph, n: Node) -> bool:
     """Whether the node could run on int8 data here: its registry definition's rule (`OpDef.int8_form`),
     by default a precision-neutral op reading only activations."""
+    if n.attrs.get("keep_float"):  # compile_module(keep_float=...): the user keeps it on the host in float
+        return False
     d = op_def(n.op, n)
     if d.int8_form is not None:
         return d.int8_form(g, n)
@@ -245,6 +249,12 @@ def _weight_exp(w: np.ndarray) -> int:
         return quantization_error(clipped, e) + float(np.sum(np.square(w - clipped)))
 
     return min(candidate_exponents(float(np.max(np.abs(w)))), key=lambda e: (error(e), e))
+
+
+def weight_roundtrip(w: np.ndarray) -> np.ndarray:
+    """The float value of `w` after this module's weight quantization (what bias correction compares)."""
+    e = _weight_exp(w)
+    return _q(w, e, -127, 127, np.int32).astype(np.float64) * 2.0 ** -e
 
 
 def _q(value: np.ndarray, e: int, lo: int, hi: int, dtype) -> np.ndarray:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 from pathlib import Path
@@ -67,7 +68,7 @@ def cmd_compile(args) -> int:
         module = compile_module(args.model, args.config, target=args.target, calibrate=cal,
                                 input_shapes=_input_shapes(args.input_shape),
                                 partition_options=dict(first_conv=args.first_conv, classifier=args.classifier),
-                                seed=args.seed, host=args.host)
+                                seed=args.seed, host=args.host, **_int8_kwargs(args))
     out = module.save(args.output)
     notes = module.notes
     if table is not None:
@@ -124,9 +125,64 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _int8_options(p) -> None:
+    """The quantization options `compile` and `report --accuracy` share (defaults: compile_module's;
+    the names are checked there, so the parser imports no compiler)."""
+    p.add_argument("--calibration", help="how activation exponents are chosen: max, percentile, mse or kl "
+                                         "(compiler.graph.calibration; default max)")
+    p.add_argument("--equalize", help="cross-layer equalization: off, exact (through ReLU only) or clip-as-relu "
+                                      "(ReLU6 becomes ReLU where equalized: changes the float model); default off")
+    p.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=None,
+                   help="correct each bias for the mean shift its weight quantization causes (default on)")
+    p.add_argument("--keep-float", default="", help="NODE,... nodes kept in float on the host")
+
+
+def _int8_kwargs(args) -> dict:
+    """The options the user gave, for compile_module / float_and_int8 (the rest keep their defaults)."""
+    given = dict(calibration=args.calibration, equalize=args.equalize, bias_correction=args.bias_correction)
+    return {k: v for k, v in given.items() if v is not None} | dict(keep_float=_keep_float(args.keep_float))
+
+
+def _keep_float(spec: str) -> tuple[str, ...]:
+    return tuple(n.strip() for n in spec.split(",") if n.strip())
+
+
+def cmd_accuracy(args) -> int:
+    """`report MODEL --accuracy`: the float and int8 graphs side by side, per layer."""
+    from vtakit.compiler.graph.accuracy import accuracy_report
+    from vtakit.compiler.graph.build import first_sample_shapes, float_and_int8, optimize
+    from vtakit.compiler.graph.onnx_frontend import import_onnx
+
+    cal = _calibration(args.calibrate)
+    graph = optimize(import_onnx(args.module, _input_shapes(args.input_shape), bind=first_sample_shapes(cal)))
+    data = _load_arrays(args.input, "input") if args.input else None
+    if data is None:
+        rng = np.random.default_rng(args.seed)
+        data = {n: rng.standard_normal(graph.tensors[n].shape).astype(np.float32) for n in graph.inputs}
+        console.print(f"no --input: comparing on seeded random inputs (seed {args.seed})")
+    if isinstance(data, np.ndarray):
+        if len(graph.inputs) != 1:
+            raise VtaError(f"--input .npy feeds one input; the model has {len(graph.inputs)}: use an .npz")
+        data = {graph.inputs[0]: data}
+    fg, qg, notes = float_and_int8(graph, cal, seed=args.seed, **_int8_kwargs(args))
+    if notes["synthetic"]:
+        console.print("[yellow]calibrated on seeded random inputs[/] (no --calibrate given)")
+    rep = accuracy_report(fg, qg, data)
+    console.print(rep.table())
+    for line in rep.summary_lines():
+        console.print(line)
+    console.print(f"calibration {notes['method']} on {notes['samples']} samples; equalize {notes['equalize']}, "
+                  f"bias correction {notes['bias_correction']}")
+    if args.plot:
+        console.print(f"plot written to {rep.plot(args.plot)}")
+    return 0
+
+
 def cmd_report(args) -> int:
     from vtakit.compiler.graph import CompiledModule
 
+    if args.accuracy:
+        return cmd_accuracy(args)
     module = CompiledModule.load(args.module)
     if args.input:
         data = _load_arrays(args.input, "input")
@@ -155,6 +211,7 @@ def register(sub) -> None:
     c.add_argument("--classifier", default="vta", choices=["vta", "host"])
     c.add_argument("--seed", type=int, default=0, help="seed of the synthetic calibration inputs")
     c.add_argument("--tuning-log", help="use the best schedules this `vtakit tune` log recorded")
+    _int8_options(c)
     c.add_argument("-o", "--output", default="model.vtamod")
     c.set_defaults(func=cmd_compile)
 
@@ -168,8 +225,15 @@ def register(sub) -> None:
     r.add_argument("--roofline", default="out/roofline.png", help="with --report: the roofline PNG")
     r.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("report", help="run a module and print where the time goes, with a roofline PNG")
-    p.add_argument("module")
+    p = sub.add_parser("report", help="run a module and print where the time goes, with a roofline PNG; "
+                                      "with --accuracy, compare an ONNX model's int8 graph with its float one")
+    p.add_argument("module", help=".vtamod module (with --accuracy: the ONNX model)")
+    p.add_argument("--accuracy", action="store_true",
+                   help="per layer SQNR / cosine of int8 against float, exponents, clipped fractions, a PNG plot")
+    p.add_argument("--calibrate", help="with --accuracy: .npy of N stacked samples, or .npz by input name")
+    p.add_argument("--input-shape", action="append", help="with --accuracy: NAME=D0,D1,... for symbolic dims")
+    p.add_argument("--plot", default="out/accuracy.png", help="with --accuracy: the PNG plot")
+    _int8_options(p)
     p.add_argument("--input", help=".npy or .npz (default: seeded random inputs)")
     p.add_argument("--device", default="sim", choices=device_names())
     p.add_argument("--roofline", default="out/roofline.png")

