@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from vtakit.errors import CompileError
+from vtakit.compiler.graph.channel_scales import channel_weight_exps, fit_bias, channel_attr
 from vtakit.compiler.graph.execute import check_feeds, run_graph
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.onnx_frontend import PRECISION
@@ -248,7 +249,32 @@ def _weight_exp(w: np.ndarray) -> int:
     return min(candidate_exponents(float(np.max(np.abs(w)))), key=lambda e: (error(e), e))
 
 
-def _q(value: np.ndarray, e: int, lo: int, hi: int, dtype) -> np.ndarray:
+def _weight_exps(w: np.ndarray, wide: bool) -> np.ndarray:
+    """One exponent per output channel (`channel_scales`); a conv/dense that keeps its int32
+    accumulator (dequantized with one exponent) keeps one per tensor."""
+    if wide:
+        return np.full(w.shape[0], _weight_exp(w), np.int64)
+    return channel_weight_exps(w, _weight_exp)
+
+
+def _linear_requant(w: np.ndarray, bias: np.ndarray, e_x: int, e_w: np.ndarray, e_y: int | None,
+                    act) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Quantized weights and bias (int64, unclipped) of a conv/dense and its requantizing attributes:
+    per output channel c, y = clip((acc + bias_q) >> (e_x + e_w[c] - e_y)) with the shift's half-LSB in
+    bias_q (round to nearest); `e_y` None keeps the int32 accumulator (every e_w[c] equal)."""
+    if e_y is not None:
+        e_w = fit_bias(e_w, bias, e_x)
+    w_q = _q(w, e_w.reshape((-1,) + (1,) * (w.ndim - 1)), -127, 127, np.int8)
+    bias_q = _q(bias, e_x + e_w, -2 ** 31, 2 ** 31 - 1, np.int64)
+    attrs: dict = dict(weight_exp=channel_attr(e_w))
+    if e_y is not None:
+        shifts = e_x + e_w - e_y
+        bias_q = bias_q + np.where(shifts > 0, np.left_shift(1, np.maximum(shifts - 1, 0)), 0)
+        attrs.update(shift=channel_attr(shifts), clip=_qclip(act, e_y))
+    return w_q, bias_q, attrs
+
+
+def _q(value: np.ndarray, e, lo: int, hi: int, dtype) -> np.ndarray:
     return np.clip(np.rint(value.astype(np.float64) * 2.0 ** e), lo, hi).astype(dtype)
 
 
@@ -266,8 +292,9 @@ def quantize(graph: Graph, cal: Calibration) -> Graph:
     plan = precision_plan(g)
     int8_nodes = [n for n in g.nodes if n.name in plan.int8]
     int8_names = plan.int8
-    wexp = {n.name: _weight_exp(g.consts[n.inputs[1]]) for n in int8_nodes if n.op in ("Conv", "Dense")}
-    exp = assign_exponents(g, cal, int8_nodes, wexp)
+    wexp = {n.name: _weight_exps(g.consts[n.inputs[1]], n.name in plan.wide)
+            for n in int8_nodes if n.op in ("Conv", "Dense")}
+    exp = assign_exponents(g, cal, int8_nodes, {k: int(e.min()) for k, e in wexp.items()})
     q = Graph([], {}, list(g.inputs), list(g.outputs), {}, g.name, dict(g.notes))
     for t in g.inputs:
         q.tensors[t] = g.tensors[t]
@@ -313,22 +340,18 @@ def quantize(graph: Graph, cal: Calibration) -> Graph:
         attrs = {k: v for k, v in n.attrs.items() if k != "act"}
         if n.op in ("Conv", "Dense"):
             x = as_int(n.inputs[0], n)
-            e_x, e_w = exp[n.inputs[0]], wexp[n.name]
             w = g.consts[n.inputs[1]]
-            ins = [x, q.add_const(f"{n.name}.weight_q", _q(w, e_w, -127, 127, np.int8))]
             bias = g.consts[n.inputs[2]] if len(n.inputs) > 2 and n.inputs[2] else np.zeros(w.shape[0], np.float32)
-            bias_q = _q(bias, e_x + e_w, -2 ** 31, 2 ** 31 - 1, np.int64)
+            w_q, bias_q, requant = _linear_requant(w, bias, exp[n.inputs[0]], wexp[n.name],
+                                                   None if wide else exp[out], n.attrs.get("act"))
+            ins = [x, q.add_const(f"{n.name}.weight_q", w_q)]
+            attrs.update(requant)
             if wide:
-                info = TensorInfo(g.tensors[out].shape, "int32", e_x + e_w)
+                info = TensorInfo(g.tensors[out].shape, "int32", exp[n.inputs[0]] + requant["weight_exp"])
             else:
-                shift = e_x + e_w - exp[out]
-                if shift > 0:  # round to nearest instead of down: the shift's half-LSB rides in the bias
-                    bias_q = bias_q + (1 << (shift - 1))
-                attrs.update(shift=shift, clip=_qclip(n.attrs.get("act"), exp[out]))
                 info = TensorInfo(g.tensors[out].shape, "int8", exp[out])
             if np.any(bias_q) or len(n.inputs) > 2:
                 ins.append(q.add_const(f"{n.name}.bias_q", np.clip(bias_q, -2 ** 31, 2 ** 31 - 1).astype(np.int32)))
-            attrs.update(weight_exp=e_w)
             op = "QConv" if n.op == "Conv" else "QDense"
         elif n.op == "Add":
             ins = [as_int(i, n) for i in n.inputs]

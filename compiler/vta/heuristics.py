@@ -36,6 +36,7 @@ class ConvShape:
     pad: int
     epilogue_ops: int = 0   # ALU passes over each output tile (bias, shift, clip)
     planes: int = 1         # 4 when the int32 result leaves as byte planes
+    vectors: int = 1        # per-channel acc vectors held beside each output tile (bias, per-channel shift)
 
     @property
     def oh(self) -> int:
@@ -104,7 +105,7 @@ def conv_terms(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> ConvTerms | None:
     copies_w = 1 if (k.hoist_weights and k.vthread_axis == "oh" and k.order == "oc") else vt
     kernel = t_oc * t_ic * s.kh * s.kw
     if (inp_tile * vt > cfg.inp_depth or wgt_tile * copies_w > cfg.wgt_depth
-            or (acc_tile + t_oc) * vt > cfg.acc_depth or kernel * 2 * vt > cfg.uop_depth
+            or (acc_tile + t_oc * s.vectors) * vt > cfg.acc_depth or kernel * 2 * vt > cfg.uop_depth
             or t_oh * t_ow > 16383 or cols > 65535 or kernel > 16383):
         return None
     tiles = s.nb * n_oc * n_oh * n_ow
@@ -144,9 +145,9 @@ def conv_cost(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> float | None:
 
 
 def conv_shape(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, kh: int, kw: int,
-               stride: int, pad: int, epilogue_ops: int, planes: int) -> ConvShape:
+               stride: int, pad: int, epilogue_ops: int, planes: int, vectors: int = 1) -> ConvShape:
     return ConvShape(ceil_div(n, cfg.batch), ceil_div(c_in, cfg.block_in), ceil_div(c_out, cfg.block_out),
-                     h, w, kh, kw, stride, pad, epilogue_ops, planes)
+                     h, w, kh, kw, stride, pad, epilogue_ops, planes, vectors)
 
 
 def default_conv_knobs(cfg: HwConfig, s: ConvShape, vthreads: int | None = None) -> ConvKnobs:

@@ -27,9 +27,10 @@ from vtakit.compiler.vta.runtime import (
     pack_activation, pack_bias, pack_weight, resolve_device, run_compiled, unpack_activation,
 )
 from vtakit.compiler.vta.schedule import Schedule, apply
-from vtakit.compiler.vta.te import conv2d_def, eltwise_def, maxpool_def
+from vtakit.compiler.vta.te import conv2d_def, eltwise_def, maxpool_def, split_channel_shift
 from vtakit.compiler.vta.templates import ConvKnobs, EltwiseKnobs, conv_schedule, eltwise_schedule
 from vtakit.isa.config import HwConfig
+from vtakit.isa.opcodes import AluOp
 from vtakit.sim.stats import RunStats
 
 
@@ -113,8 +114,10 @@ def _report(name: str, op: CompiledOp, stats: RunStats, macs: int, compile_s: fl
 # -------------------------------------------------------------- convolution
 def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding: int = 0, bias: bool = False,
                    shift: int | None = None, clip: tuple[int, int] | None = None, schedule=None,
-                   vthreads: int | None = None, name: str = "conv2d") -> tuple[CompiledOp, Any]:
-    """Compile a convolution; returns the relocatable program and the schedule used."""
+                   vthreads: int | None = None, channel_shift: bool = False,
+                   name: str = "conv2d") -> tuple[CompiledOp, Any]:
+    """Compile a convolution; returns the relocatable program and the schedule used.  With
+    `channel_shift` the program also reads a per-channel `shift` vector (`te.split_channel_shift`)."""
     n, c, h, w = x_shape
     o, ci, kh, kw = w_shape
     _check_vthreads(name, vthreads)
@@ -124,17 +127,19 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
     if not isinstance(stride, int) or stride < 1 or not isinstance(padding, int) or padding < 0:
         raise CompileError(f"stride must be >= 1 and padding >= 0, got {stride}, {padding}", op=name)
     compute = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
-                         bias=bias, shift=shift, clip=clip, name=name)
+                         bias=bias, shift=shift, clip=clip, channel_shift=channel_shift, name=name)
     if schedule is None and vthreads is None:
         key = conv2d_key(x_shape=x_shape, w_shape=w_shape, stride=stride, padding=padding,
-                         epilogue=tuple(step.op.name for step in compute.steps))
+                         epilogue=tuple(step.op.name + ("V" if step.op is AluOp.SHR and step.operand is not None else "")
+                                        for step in compute.steps))
         schedule = tuned(key, cfg)
     schedule = _knobs(schedule, ConvKnobs)
     if schedule is None:
         shape = conv_shape(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
-                           epilogue_ops=len(compute.steps), planes=compute.out_planes)
+                           epilogue_ops=len(compute.steps), planes=compute.out_planes,
+                           vectors=1 + channel_shift)
         schedule = default_conv_knobs(cfg, shape, vthreads)
-    sched = conv_schedule(schedule, bias=bias) if isinstance(schedule, ConvKnobs) else schedule
+    sched = conv_schedule(schedule, bias=bias, channel_shift=channel_shift) if isinstance(schedule, ConvKnobs) else schedule
     if not isinstance(sched, Schedule):
         raise CompileError(f"schedule must be ConvKnobs, a dict of them or a Schedule, got "
                            f"{type(schedule).__name__}", op=name)
@@ -142,7 +147,7 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
 
 
 def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, bias: np.ndarray | None = None,
-           shift: int | None = None, clip: tuple[int, int] | None = None, config=None, device="sim",
+           shift: int | np.ndarray | None = None, clip: tuple[int, int] | None = None, config=None, device="sim",
            schedule=None, vthreads: int | None = None, timeout_s: float | None = None,
            name: str = "conv2d") -> tuple[np.ndarray, OpReport]:
     cfg = _cfg(config)
@@ -152,15 +157,22 @@ def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, b
         _check_array("bias", name, bias, np.int32, 1)
         if len(bias) != w.shape[0]:
             raise CompileError(f"bias has {len(bias)} entries for {w.shape[0]} output channels", op=name)
+    shift_vector = None
+    if isinstance(shift, (np.ndarray, list, tuple)):  # per output channel: a common part and a vector
+        if len(shift) != w.shape[0]:
+            raise CompileError(f"shift has {len(shift)} entries for {w.shape[0]} output channels", op=name)
+        shift, shift_vector = split_channel_shift(cfg, shift, name)
     t0 = time.perf_counter()
     op, used = compile_conv2d(cfg, x_shape=x.shape, w_shape=w.shape, stride=stride, padding=padding,
                               bias=bias is not None, shift=shift, clip=clip, schedule=schedule,
-                              vthreads=vthreads, name=name)
+                              vthreads=vthreads, channel_shift=shift_vector is not None, name=name)
     t1 = time.perf_counter()
     inputs = {"data": pack_activation(x, cfg.batch, cfg.block_in),
               "weight": pack_weight(w, cfg.block_out, cfg.block_in)}
     if bias is not None:
         inputs["bias"] = pack_bias(bias, cfg.batch, cfg.block_out)
+    if shift_vector is not None:
+        inputs["shift"] = pack_bias(shift_vector, cfg.batch, cfg.block_out)
     out, stats = run_compiled(op, resolve_device(device, cfg), inputs, timeout_s)
     t2 = time.perf_counter()
     y = unpack_activation(out, x.shape[0], w.shape[0])
@@ -169,7 +181,7 @@ def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, b
     return y, _report(name, op, stats, macs, t1 - t0, t2 - t1, used)
 
 
-def dense(x: np.ndarray, w: np.ndarray, *, bias: np.ndarray | None = None, shift: int | None = None,
+def dense(x: np.ndarray, w: np.ndarray, *, bias: np.ndarray | None = None, shift: int | np.ndarray | None = None,
           clip: tuple[int, int] | None = None, config=None, device="sim", schedule=None,
           vthreads: int | None = None, timeout_s: float | None = None,
           name: str = "dense") -> tuple[np.ndarray, OpReport]:

@@ -32,8 +32,8 @@ class ConvKnobs:
         return asdict(self)
 
 
-def conv_schedule(k: ConvKnobs, *, bias: bool = False) -> Schedule:
-    """The schedule a ConvKnobs describes."""
+def conv_schedule(k: ConvKnobs, *, bias: bool = False, channel_shift: bool = False) -> Schedule:
+    """The schedule a ConvKnobs describes (per-channel vectors, bias and shift, load with each output tile)."""
     s = Schedule()
     for axis, factor in (("oc", k.tile_oc), ("oh", k.tile_oh), ("ow", k.tile_ow), ("ic", k.tile_ic)):
         s = s.split(axis, factor)
@@ -51,6 +51,8 @@ def conv_schedule(k: ConvKnobs, *, bias: bool = False) -> Schedule:
     s = s.dma_copy("weight", names["oc.o"] if k.hoist_weights else "ic.o")
     if bias:
         s = s.cache_read("bias", "acc").dma_copy("bias", tile_loop)
+    if channel_shift:
+        s = s.cache_read("shift", "acc").dma_copy("shift", tile_loop)
     return s.tensorize("oh.i", "gemm")
 
 

@@ -11,6 +11,7 @@ import numpy as np
 from vtakit.compiler.graph.ir import Graph, Node
 from vtakit.compiler.vta.ops import compile_conv2d, compile_eltwise
 from vtakit.compiler.vta.runtime import pack_bias, pack_weight
+from vtakit.compiler.vta.te import split_channel_shift
 from vtakit.isa.config import HwConfig
 
 
@@ -39,12 +40,17 @@ def lower_linear(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> Acc
     has_bias = len(n.inputs) > 2 and bool(n.inputs[2])
     stride = a["strides"][0] if n.op == "QConv" else 1
     pad = a["pads"][0] if n.op == "QConv" else 0
+    shift, shift_vector = a.get("shift"), None
+    if isinstance(shift, tuple):  # per output channel: an immediate common part, a vector in acc
+        shift, shift_vector = split_channel_shift(cfg, shift, n.name)
     op, used = compile_conv2d(cfg, x_shape=x_shape, w_shape=w4.shape, stride=stride, padding=pad,
-                              bias=has_bias, shift=a.get("shift"), clip=tuple(a["clip"]) if "clip" in a else None,
-                              schedule=schedule, name=n.name)
+                              bias=has_bias, shift=shift, clip=tuple(a["clip"]) if "clip" in a else None,
+                              schedule=schedule, channel_shift=shift_vector is not None, name=n.name)
     consts = {"weight": pack_weight(w4, cfg.block_out, cfg.block_in)}
     if has_bias:
         consts["bias"] = pack_bias(g.consts[n.inputs[2]], cfg.batch, cfg.block_out)
+    if shift_vector is not None:
+        consts["shift"] = pack_bias(shift_vector, cfg.batch, cfg.block_out)
     o_shape = nchw(g.tensors[n.outputs[0]].shape)
     macs = int(np.prod(o_shape, dtype=np.int64)) * x_shape[1] * w4.shape[2] * w4.shape[3]
     return AccelProgram(op, used, consts, {"data": n.inputs[0]}, macs)

@@ -5,6 +5,7 @@ normalised once (auto_pad resolved against the input size)."""
 
 from __future__ import annotations
 
+from vtakit.compiler.graph.channel_scales import run_requantized
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.ops.accel import lower_linear, lower_maxpool
 from vtakit.compiler.graph.ops.registry import OpDef, Precision, acc8_reason, fail, register, text
@@ -112,8 +113,11 @@ def _run_conv(node: Node, args: list, k) -> object:
 
 def _run_qconv(node: Node, args: list, k) -> object:
     a = node.attrs
-    return k.conv2d(args[0], args[1], args[2] if len(args) > 2 else None, stride=a["strides"], pads=a["pads"],
-                    dilation=a["dilations"], groups=a["group"], shift=a.get("shift"), clip=a.get("clip"))
+    per_channel = isinstance(a.get("shift"), tuple)  # the int32 convolution, then the per-channel epilogue
+    y = k.conv2d(args[0], args[1], args[2] if len(args) > 2 else None, stride=a["strides"], pads=a["pads"],
+                 dilation=a["dilations"], groups=a["group"], shift=None if per_channel else a.get("shift"),
+                 clip=None if per_channel else a.get("clip"))
+    return run_requantized(y, a["shift"], a["clip"], k) if per_channel else y
 
 
 def _weights_form(g: Graph, n: Node) -> bool:
