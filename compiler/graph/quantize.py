@@ -31,11 +31,17 @@ in the GEMM task's epilogue:
                  y_q = clip(acc >> (e_x + e_w - e_y), lo_q, hi_q)    rounding half-LSB of the shift)
     residual add: both inputs share e_in;  y_q = clip((a_q + b_q) >> (e_in - e_y))
 
+Weights get one exponent per output channel (`channel_scales`), so the shift of a conv/dense is
+per channel too (a tuple attribute; one int when every channel agrees): on the accelerator an ALU
+SHR by a vector in the accumulator buffer, on the host an epilogue after the int32 kernel.  A
+conv/dense that keeps its int32 accumulator keeps one weight exponent per tensor.
+
 Exponents come from calibration (per tensor, the power of two with the least
 squared error over the samples), then precision-neutral ops, which cannot
 rescale, and the two inputs of an add are unioned into groups that share one
 exponent, the coarsest of their members.  A conv or add whose output group would
-need a left shift lowers that group's exponent until every shift is >= 0.
+need a left shift (judged by its coarsest weight channel) lowers that group's exponent until every
+shift is >= 0.
 """
 
 from __future__ import annotations
