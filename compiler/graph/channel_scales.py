@@ -21,6 +21,10 @@ from vtakit.compiler import cpu
 
 CHANNEL_SPREAD = 15
 """The most the weight exponents of one layer may differ: VTA's SHR reads amounts -16..15."""
+CHANNEL_GAIN = 2.0
+"""Per-channel exponents are used where they divide the weights' squared quantization error by at
+least this much: elsewhere the vector SHR (a tensor-operand ALU pass, twice an immediate one's
+cycles) would cost more than the bit it buys."""
 BIAS_LIMIT = 2 ** 30
 """A quantized bias stays below this (int32 with room for the products and the rounding half-LSB)."""
 
@@ -35,6 +39,25 @@ def channel_weight_exps(w: np.ndarray, exponent) -> np.ndarray:
     exps = np.array([exponent(r) if ok else 0 for r, ok in zip(rows, live)], np.int64)
     finest = int(exps[live].min()) + CHANNEL_SPREAD
     return np.where(live, np.minimum(exps, finest), finest)
+
+
+def weight_exps(w: np.ndarray, exponent, error) -> np.ndarray:
+    """Exponents of w's output channels: per channel (`channel_weight_exps`) where that divides the
+    channels' mean relative squared error (`error(array, e)` over the channel's energy) by
+    CHANNEL_GAIN, else the per-tensor `exponent(w)` for all.  Relative, because a small channel's
+    error is small in absolute terms however few int8 levels it gets."""
+    e_t = exponent(w)
+    e_c = channel_weight_exps(w, exponent)
+    rows = w.reshape(w.shape[0], -1)
+    energy = np.sum(np.square(rows, dtype=np.float64), axis=1)
+    live = energy > 0
+    if not live.any():
+        return np.full(w.shape[0], e_t, np.int64)
+    per_tensor = sum(error(r, e_t) / n for r, n, ok in zip(rows, energy, live) if ok)
+    per_channel = sum(error(r, int(e)) / n for r, e, n, ok in zip(rows, e_c, energy, live) if ok)
+    if per_channel * CHANNEL_GAIN <= per_tensor:
+        return e_c
+    return np.full(w.shape[0], e_t, np.int64)
 
 
 def fit_bias(e_w: np.ndarray, bias: np.ndarray, e_x: int) -> np.ndarray:

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from vtakit.errors import CompileError
-from vtakit.compiler.graph.channel_scales import channel_weight_exps, fit_bias, channel_attr
+from vtakit.compiler.graph.channel_scales import channel_attr, fit_bias, weight_exps
 from vtakit.compiler.graph.execute import check_feeds, run_graph
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.onnx_frontend import PRECISION
@@ -245,22 +245,24 @@ def assign_exponents(g: Graph, cal: Calibration, int8_nodes: list[Node],
     return {t: exp[groups.find(t)] for t in tensors}
 
 
+def _weight_error(w: np.ndarray, e: int) -> float:
+    """Squared error of w quantized to the symmetric range -127..127 at exponent e."""
+    limit = 127 * 2.0 ** -e
+    clipped = np.clip(w, -limit, limit)
+    return quantization_error(clipped, e) + float(np.sum(np.square(w - clipped)))
+
+
 def _weight_exp(w: np.ndarray) -> int:
     """Weights get the least-squared-error exponent too (symmetric range: -127..127)."""
-    def error(e: int) -> float:
-        limit = 127 * 2.0 ** -e
-        clipped = np.clip(w, -limit, limit)
-        return quantization_error(clipped, e) + float(np.sum(np.square(w - clipped)))
-
-    return min(candidate_exponents(float(np.max(np.abs(w)))), key=lambda e: (error(e), e))
+    return min(candidate_exponents(float(np.max(np.abs(w)))), key=lambda e: (_weight_error(w, e), e))
 
 
 def _weight_exps(w: np.ndarray, wide: bool) -> np.ndarray:
-    """One exponent per output channel (`channel_scales`); a conv/dense that keeps its int32
-    accumulator (dequantized with one exponent) keeps one per tensor."""
+    """One exponent per output channel where that pays (`channel_scales.weight_exps`); a conv/dense
+    that keeps its int32 accumulator (dequantized with one exponent) keeps one per tensor."""
     if wide:
         return np.full(w.shape[0], _weight_exp(w), np.int64)
-    return channel_weight_exps(w, _weight_exp)
+    return weight_exps(w, _weight_exp, _weight_error)
 
 
 def _linear_requant(w: np.ndarray, bias: np.ndarray, e_x: int, e_w: np.ndarray, e_y: int | None,

@@ -90,3 +90,14 @@ def test_per_channel_network_is_bit_identical_on_host_fsim_and_cycle_model(compi
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     cos = float(ref.ravel() @ want.ravel() / np.linalg.norm(ref) / np.linalg.norm(want))
     assert cos > 0.99, cos
+
+
+def test_channels_split_only_where_that_halves_the_weights_squared_error():
+    from vtakit.compiler.graph.channel_scales import weight_exps
+    from vtakit.compiler.graph.quantize import _weight_error
+
+    w = RNG.standard_normal((8, 64)).astype(np.float32)           # alike channels: one exponent
+    assert len(set(weight_exps(w, _weight_exp, _weight_error).tolist())) == 1
+    w[4:] *= 1 / 16                                              # half the channels 16 times smaller
+    e = weight_exps(w, _weight_exp, _weight_error)
+    assert (e[4:] - e[:4].max() >= 3).all()
