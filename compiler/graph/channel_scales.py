@@ -10,7 +10,8 @@ per-channel vector in the accumulator buffer (`compiler.vta.te.split_channel_shi
 is read from 5 signed bits, so the exponents of one layer may spread over at most
 `CHANNEL_SPREAD` (15); a channel that would want a finer one is clamped, which costs it nothing
 visible, since its outputs are then at least 2**15 times smaller than the largest channel's and
-share that channel's output scale.
+share that channel's output scale.  A layer whose channels are alike keeps one exponent
+(`weight_exps`), and so its immediate SHR.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from vtakit.compiler import cpu
 CHANNEL_SPREAD = 15
 """The most the weight exponents of one layer may differ: VTA's SHR reads amounts -16..15."""
 CHANNEL_GAIN = 2.0
-"""Per-channel exponents are used where they divide the weights' squared quantization error by at
-least this much: elsewhere the vector SHR (a tensor-operand ALU pass, twice an immediate one's
-cycles) would cost more than the bit it buys."""
+"""Per-channel exponents are used where they divide the channels' mean relative squared weight error
+by at least this much: elsewhere the vector SHR (a tensor-operand ALU pass, twice an immediate one's
+cycles) costs more than it buys (ResNet-18's demo: +0.7 % cycles with the rule, +1.4 % without)."""
 BIAS_LIMIT = 2 ** 30
 """A quantized bias stays below this (int32 with room for the products and the rounding half-LSB)."""
 
