@@ -441,7 +441,9 @@ def _presets() -> dict[str, HwConfig]:
         "zcu104": dataclasses.replace(pynq, target="zcu104", **zynq_mp),
         # Cyclone V SoC: 100 MHz, 64-bit HPS bridge.
         "de10nano": dataclasses.replace(pynq, target="de10nano"),
-        # Exploration variants on the PYNQ board's memory system.
+        # Exploration variants on the PYNQ board's memory system.  pynq_mul: VTA's pynq plus the ALU MUL
+        # extension alone, to price the multiplier (LUT/DSP) that per-channel fixed-point requantization needs.
+        "pynq_mul": dataclasses.replace(pynq, alu_mul=True),
         "1x8": dataclasses.replace(pynq, block_in=8, block_out=8, uop_buff_bytes=1 << 14,
                                    inp_buff_bytes=1 << 13, wgt_buff_bytes=1 << 16,
                                    acc_buff_bytes=1 << 15, **extended),

@@ -31,11 +31,17 @@ in the GEMM task's epilogue:
                  y_q = clip(acc >> (e_x + e_w - e_y), lo_q, hi_q)    rounding half-LSB of the shift)
     residual add: both inputs share e_in;  y_q = clip((a_q + b_q) >> (e_in - e_y))
 
+Weights get one exponent per output channel (`channel_scales`), so the shift of a conv/dense is
+per channel too (a tuple attribute; one int when every channel agrees): on the accelerator an ALU
+SHR by a vector in the accumulator buffer, on the host an epilogue after the int32 kernel.  A
+conv/dense that keeps its int32 accumulator keeps one weight exponent per tensor.
+
 Exponents come from calibration (per tensor, the power of two with the least
 squared error over the samples), then precision-neutral ops, which cannot
 rescale, and the two inputs of an add are unioned into groups that share one
 exponent, the coarsest of their members.  A conv or add whose output group would
-need a left shift lowers that group's exponent until every shift is >= 0.
+need a left shift (judged by its coarsest weight channel) lowers that group's exponent until every
+shift is >= 0.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from vtakit.errors import CompileError
+from vtakit.compiler.graph.channel_scales import channel_attr, fit_bias, weight_exps
 from vtakit.compiler.graph.execute import check_feeds, run_graph
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.onnx_frontend import PRECISION
@@ -241,23 +248,51 @@ def assign_exponents(g: Graph, cal: Calibration, int8_nodes: list[Node],
     return {t: exp[groups.find(t)] for t in tensors}
 
 
+def _weight_error(w: np.ndarray, e: int) -> float:
+    """Squared error of w quantized to the symmetric range -127..127 at exponent e."""
+    limit = 127 * 2.0 ** -e
+    clipped = np.clip(w, -limit, limit)
+    return quantization_error(clipped, e) + float(np.sum(np.square(w - clipped)))
+
+
 def _weight_exp(w: np.ndarray) -> int:
     """Weights get the least-squared-error exponent too (symmetric range: -127..127)."""
-    def error(e: int) -> float:
-        limit = 127 * 2.0 ** -e
-        clipped = np.clip(w, -limit, limit)
-        return quantization_error(clipped, e) + float(np.sum(np.square(w - clipped)))
+    return min(candidate_exponents(float(np.max(np.abs(w)))), key=lambda e: (_weight_error(w, e), e))
 
-    return min(candidate_exponents(float(np.max(np.abs(w)))), key=lambda e: (error(e), e))
+
+def _weight_exps(w: np.ndarray, wide: bool) -> np.ndarray:
+    """One exponent per output channel where that pays (`channel_scales.weight_exps`); a conv/dense
+    that keeps its int32 accumulator (dequantized with one exponent) keeps one per tensor."""
+    if wide:
+        return np.full(w.shape[0], _weight_exp(w), np.int64)
+    return weight_exps(w, _weight_exp, _weight_error)
 
 
 def weight_roundtrip(w: np.ndarray) -> np.ndarray:
-    """The float value of `w` after this module's weight quantization (what bias correction compares)."""
-    e = _weight_exp(w)
+    """The float value of `w` after this module's weight quantization (what bias correction compares):
+    per output channel where the quantizer would choose that (an int8 result)."""
+    e = _weight_exps(w, wide=False).reshape((-1,) + (1,) * (w.ndim - 1))
     return _q(w, e, -127, 127, np.int32).astype(np.float64) * 2.0 ** -e
 
 
-def _q(value: np.ndarray, e: int, lo: int, hi: int, dtype) -> np.ndarray:
+def _linear_requant(w: np.ndarray, bias: np.ndarray, e_x: int, e_w: np.ndarray, e_y: int | None,
+                    act) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Quantized weights and bias (int64, unclipped) of a conv/dense and its requantizing attributes:
+    per output channel c, y = clip((acc + bias_q) >> (e_x + e_w[c] - e_y)) with the shift's half-LSB in
+    bias_q (round to nearest); `e_y` None keeps the int32 accumulator (every e_w[c] equal)."""
+    if e_y is not None:
+        e_w = fit_bias(e_w, bias, e_x)
+    w_q = _q(w, e_w.reshape((-1,) + (1,) * (w.ndim - 1)), -127, 127, np.int8)
+    bias_q = _q(bias, e_x + e_w, -2 ** 31, 2 ** 31 - 1, np.int64)
+    attrs: dict = dict(weight_exp=channel_attr(e_w))
+    if e_y is not None:
+        shifts = e_x + e_w - e_y
+        bias_q = bias_q + np.where(shifts > 0, np.left_shift(1, np.maximum(shifts - 1, 0)), 0)
+        attrs.update(shift=channel_attr(shifts), clip=_qclip(act, e_y))
+    return w_q, bias_q, attrs
+
+
+def _q(value: np.ndarray, e, lo: int, hi: int, dtype) -> np.ndarray:
     return np.clip(np.rint(value.astype(np.float64) * 2.0 ** e), lo, hi).astype(dtype)
 
 
@@ -275,8 +310,9 @@ def quantize(graph: Graph, cal: Calibration) -> Graph:
     plan = precision_plan(g)
     int8_nodes = [n for n in g.nodes if n.name in plan.int8]
     int8_names = plan.int8
-    wexp = {n.name: _weight_exp(g.consts[n.inputs[1]]) for n in int8_nodes if int8_rule(n.op) == "weights"}
-    exp = assign_exponents(g, cal, int8_nodes, wexp)
+    wexp = {n.name: _weight_exps(g.consts[n.inputs[1]], n.name in plan.wide)
+            for n in int8_nodes if int8_rule(n.op) == "weights"}
+    exp = assign_exponents(g, cal, int8_nodes, {k: int(e.min()) for k, e in wexp.items()})
     q = Graph([], {}, list(g.inputs), list(g.outputs), {}, g.name, dict(g.notes))
     for t in g.inputs:
         q.tensors[t] = g.tensors[t]
@@ -322,22 +358,18 @@ def quantize(graph: Graph, cal: Calibration) -> Graph:
         attrs = {k: v for k, v in n.attrs.items() if k != "act"}
         if int8_rule(n.op) == "weights":
             x = as_int(n.inputs[0], n)
-            e_x, e_w = exp[n.inputs[0]], wexp[n.name]
             w = g.consts[n.inputs[1]]
-            ins = [x, q.add_const(f"{n.name}.weight_q", _q(w, e_w, -127, 127, np.int8))]
             bias = g.consts[n.inputs[2]] if len(n.inputs) > 2 and n.inputs[2] else np.zeros(w.shape[0], np.float32)
-            bias_q = _q(bias, e_x + e_w, -2 ** 31, 2 ** 31 - 1, np.int64)
+            w_q, bias_q, requant = _linear_requant(w, bias, exp[n.inputs[0]], wexp[n.name],
+                                                   None if wide else exp[out], n.attrs.get("act"))
+            ins = [x, q.add_const(f"{n.name}.weight_q", w_q)]
+            attrs.update(requant)
             if wide:
-                info = TensorInfo(g.tensors[out].shape, "int32", e_x + e_w)
+                info = TensorInfo(g.tensors[out].shape, "int32", exp[n.inputs[0]] + requant["weight_exp"])
             else:
-                shift = e_x + e_w - exp[out]
-                if shift > 0:  # round to nearest instead of down: the shift's half-LSB rides in the bias
-                    bias_q = bias_q + (1 << (shift - 1))
-                attrs.update(shift=shift, clip=_qclip(n.attrs.get("act"), exp[out]))
                 info = TensorInfo(g.tensors[out].shape, "int8", exp[out])
             if np.any(bias_q) or len(n.inputs) > 2:
                 ins.append(q.add_const(f"{n.name}.bias_q", np.clip(bias_q, -2 ** 31, 2 ** 31 - 1).astype(np.int32)))
-            attrs.update(weight_exp=e_w)
             op = op_def(n.op, n).int8_op
         elif int8_rule(n.op) == "sum":
             ins = [as_int(i, n) for i in n.inputs]

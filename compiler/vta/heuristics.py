@@ -38,6 +38,7 @@ class ConvShape:
     epilogue_ops: int = 0   # ALU passes over each output tile (bias, shift, clip)
     planes: int = 1         # 4 when the int32 result leaves as byte planes
     residual: bool = False  # a fused residual add: an int8 tile per output tile (acc slot, or INP if no ACC8)
+    vectors: int = 1        # per-channel acc vectors held beside each output tile (bias, per-channel shift)
 
     @property
     def oh(self) -> int:
@@ -109,7 +110,7 @@ def conv_terms(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> ConvTerms | None:
     res_inp, ident = (acc_tile, 1) if moved else (0, 0)
     res_acc = acc_tile if s.residual and cfg.acc8_load else 0
     if ((inp_tile + res_inp) * vt > cfg.inp_depth or wgt_tile * copies_w + ident > cfg.wgt_depth
-            or (acc_tile + t_oc + res_acc) * vt > cfg.acc_depth or kernel * 2 * vt > cfg.uop_depth
+            or (acc_tile + t_oc * s.vectors + res_acc) * vt > cfg.acc_depth or kernel * 2 * vt > cfg.uop_depth
             or t_oh * t_ow > 16383 or cols > 65535 or kernel > 16383):
         return None
     tiles = s.nb * n_oc * n_oh * n_ow
@@ -150,9 +151,10 @@ def conv_cost(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> float | None:
 
 
 def conv_shape(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, kh: int, kw: int,
-               stride: int, pad: int, epilogue_ops: int, planes: int, residual: bool = False) -> ConvShape:
+               stride: int, pad: int, epilogue_ops: int, planes: int, residual: bool = False,
+               vectors: int = 1) -> ConvShape:
     return ConvShape(ceil_div(n, cfg.batch), ceil_div(c_in, cfg.block_in), ceil_div(c_out, cfg.block_out),
-                     h, w, kh, kw, stride, pad, epilogue_ops, planes, residual)
+                     h, w, kh, kw, stride, pad, epilogue_ops, planes, residual=residual, vectors=vectors)
 
 
 @lru_cache(maxsize=256)

@@ -30,9 +30,10 @@ from vtakit.compiler.vta.runtime import (
     pack_activation, pack_bias, pack_weight, resolve_device, run_compiled, unpack_activation,
 )
 from vtakit.compiler.vta.schedule import Schedule, apply
-from vtakit.compiler.vta.te import conv2d_def, eltwise_def, maxpool_def
+from vtakit.compiler.vta.te import conv2d_def, eltwise_def, maxpool_def, split_channel_shift
 from vtakit.compiler.vta.templates import ConvKnobs, EltwiseKnobs, conv_schedule, eltwise_schedule
 from vtakit.isa.config import HwConfig
+from vtakit.isa.opcodes import AluOp
 from vtakit.sim.stats import RunStats
 
 
@@ -125,11 +126,12 @@ def _check_conv_args(name: str, x_shape, w_shape, stride, padding) -> None:
 def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding: int = 0, bias: bool = False,
                    shift: int | None = None, clip: tuple[int, int] | None = None, schedule=None,
                    vthreads: int | None = None, residual: tuple[int, tuple[int, int]] | None = None,
-                   name: str = "conv2d") -> tuple[CompiledOp, Any]:
+                   channel_shift: bool = False, name: str = "conv2d") -> tuple[CompiledOp, Any]:
     """Compile a convolution; returns the relocatable program and the schedule used.
 
     `residual` = (shift, clip): a residual add fused into the epilogue (te.conv2d_def); its schedule is
-    the one tuned for the plain convolution when that still fits, else the heuristic's."""
+    the one tuned for the plain convolution when that still fits, else the heuristic's.  With
+    `channel_shift` the program also reads a per-channel `shift` vector (`te.split_channel_shift`)."""
     n, c, h, w = x_shape
     o, _, kh, kw = w_shape
     _check_vthreads(name, vthreads)
@@ -138,21 +140,26 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
     if residual is not None:
         residual = requant_args(name, residual[0], residual[1])
     compute = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
-                         bias=bias, shift=shift, clip=clip, residual=residual, name=name)
+                         bias=bias, shift=shift, clip=clip, residual=residual, channel_shift=channel_shift,
+                         name=name)
     shape = conv_shape(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
-                       epilogue_ops=len(compute.steps), planes=compute.out_planes, residual=residual is not None)
+                       epilogue_ops=len(compute.steps), planes=compute.out_planes, residual=residual is not None,
+                       vectors=1 + channel_shift)
     if schedule is None and vthreads is None:
         plain = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
-                           bias=bias, shift=shift, clip=clip, name=name) if residual is not None else compute
+                           bias=bias, shift=shift, clip=clip, channel_shift=channel_shift,
+                           name=name) if residual is not None else compute
         key = conv2d_key(x_shape=x_shape, w_shape=w_shape, stride=stride, padding=padding,
-                         epilogue=tuple(step.op.name for step in plain.steps))
+                         epilogue=tuple(step.op.name + ("V" if step.op is AluOp.SHR and step.operand is not None
+                                                        else "") for step in plain.steps))
         schedule = tuned(key, cfg)
-        if schedule is not None and residual is not None and conv_terms(cfg, shape, ConvKnobs(**schedule)) is None:
-            schedule = None  # the tuned tiles leave no room for the residual tile
+        if schedule is not None and (residual is not None or channel_shift) \
+                and conv_terms(cfg, shape, ConvKnobs(**schedule)) is None:
+            schedule = None  # the tuned tiles leave no room for the residual tile or the shift vector
     schedule = _knobs(schedule, ConvKnobs)
     if schedule is None:
         schedule = default_conv_knobs(cfg, shape, vthreads)
-    sched = conv_schedule(schedule, bias=bias, residual=residual is not None) \
+    sched = conv_schedule(schedule, bias=bias, residual=residual is not None, channel_shift=channel_shift) \
         if isinstance(schedule, ConvKnobs) else schedule
     if not isinstance(sched, Schedule):
         raise CompileError(f"schedule must be ConvKnobs, a dict of them or a Schedule, got "
@@ -180,7 +187,7 @@ def conv_packing(cfg: HwConfig, *, x_shape, w_shape, stride: int, padding: int, 
 
 
 def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, bias: np.ndarray | None = None,
-           shift: int | None = None, clip: tuple[int, int] | None = None, config=None, device="sim",
+           shift: int | np.ndarray | None = None, clip: tuple[int, int] | None = None, config=None, device="sim",
            schedule=None, vthreads: int | None = None, timeout_s: float | None = None,
            packing: str | None = None, name: str = "conv2d") -> tuple[np.ndarray, OpReport]:
     """`packing` ("none", "im2col", "space_to_depth"; default: the cost model's choice when no
@@ -192,6 +199,11 @@ def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, b
         _check_array("bias", name, bias, np.int32, 1)
         if len(bias) != w.shape[0]:
             raise CompileError(f"bias has {len(bias)} entries for {w.shape[0]} output channels", op=name)
+    shift_vector = None
+    if isinstance(shift, (np.ndarray, list, tuple)):  # per output channel: a common part and a vector
+        if len(shift) != w.shape[0]:
+            raise CompileError(f"shift has {len(shift)} entries for {w.shape[0]} output channels", op=name)
+        shift, shift_vector = split_channel_shift(cfg, shift, name)
     t0 = time.perf_counter()
     pk = conv_packing(cfg, x_shape=x.shape, w_shape=w.shape, stride=stride, padding=padding,
                       bias=bias, shift=shift, clip=clip, name=name,
@@ -199,12 +211,15 @@ def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, b
     g = pk.packed
     op, used = compile_conv2d(cfg, x_shape=g.x_shape, w_shape=g.w_shape, stride=g.stride, padding=g.padding,
                               bias=bias is not None and not pk.bias_lanes, shift=shift, clip=clip,
-                              schedule=schedule, vthreads=vthreads, name=name)
+                              schedule=schedule, vthreads=vthreads, channel_shift=shift_vector is not None,
+                              name=name)
     t1 = time.perf_counter()
     inputs = {"data": pack_activation(pk.input(x), cfg.batch, cfg.block_in),
               "weight": pack_weight(pk.weight(w, bias), cfg.block_out, cfg.block_in)}
     if bias is not None and not pk.bias_lanes:
         inputs["bias"] = pack_bias(bias, cfg.batch, cfg.block_out)
+    if shift_vector is not None:
+        inputs["shift"] = pack_bias(shift_vector, cfg.batch, cfg.block_out)
     out, stats = run_compiled(op, resolve_device(device, cfg), inputs, timeout_s)
     t2 = time.perf_counter()
     y = unpack_activation(out, x.shape[0], w.shape[0])
@@ -215,7 +230,7 @@ def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, b
     return y, report
 
 
-def dense(x: np.ndarray, w: np.ndarray, *, bias: np.ndarray | None = None, shift: int | None = None,
+def dense(x: np.ndarray, w: np.ndarray, *, bias: np.ndarray | None = None, shift: int | np.ndarray | None = None,
           clip: tuple[int, int] | None = None, config=None, device="sim", schedule=None,
           vthreads: int | None = None, timeout_s: float | None = None,
           name: str = "dense") -> tuple[np.ndarray, OpReport]:

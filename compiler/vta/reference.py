@@ -23,7 +23,9 @@ def conv2d(x, w, stride=1, pad=0, bias=None, shift=None, clip=None):
         out = (out + bias.astype(np.int64)[None, :, None, None]).astype(np.int32).astype(np.int64)
     if shift is None and clip is None:
         return out.astype(np.int32)
-    if shift:
+    if shift is not None and np.ndim(shift) == 1:  # one shift per output channel
+        out = out >> np.asarray(shift, np.int64)[None, :, None, None]
+    elif shift:
         out = out >> shift
     lo, hi = clip if clip is not None else (-128, 127)
     return np.clip(out, lo, hi).astype(np.int8)

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from vtakit.errors import CompileError
 from vtakit.compiler.vta.affine import Affine
 from vtakit.isa.config import HwConfig
@@ -130,11 +132,13 @@ def _need_acc8(cfg: HwConfig, name: str) -> None:
 
 
 def epilogue(cfg: HwConfig, bias: Access | None, shift: int | None,
-             clip: tuple[int, int] | None) -> tuple[AluStep, ...]:
-    """acc + bias, >> shift, then clip as MIN then MAX (ISA.md's clip).
+             clip: tuple[int, int] | None, channel_shift: Access | None = None) -> tuple[AluStep, ...]:
+    """acc + bias, >> shift, >> the per-channel shift vector (if any), then clip as MIN then MAX
+    (ISA.md's clip).
 
     A shift beyond what one SHR expresses (cfg.shr_max: 15 on VTA, whose 5-bit amount
-    reads 16 as -16, a left shift) becomes several: arithmetic right shifts compose.
+    reads 16 as -16, a left shift) becomes several: arithmetic right shifts compose, which
+    is also why a per-channel shift can be an immediate common part then a vector part.
     """
     steps = []
     if bias is not None:
@@ -144,6 +148,8 @@ def epilogue(cfg: HwConfig, bias: Access | None, shift: int | None,
         amount = min(rest, cfg.shr_max)
         steps.append(AluStep(AluOp.SHR, imm=amount))
         rest -= amount
+    if channel_shift is not None:
+        steps.append(AluStep(AluOp.SHR, operand=channel_shift))
     if clip is not None:
         lo, hi = clip
         steps += [AluStep(AluOp.MIN, imm=hi), AluStep(AluOp.MAX, imm=lo)]
@@ -153,12 +159,14 @@ def epilogue(cfg: HwConfig, bias: Access | None, shift: int | None,
 def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, kh: int, kw: int,
                stride: int = 1, pad: int = 0, bias: bool = False, shift: int | None = None,
                clip: tuple[int, int] | None = None, residual: tuple[int, tuple[int, int]] | None = None,
-               name: str = "conv2d") -> ComputeDef:
+               channel_shift: bool = False, name: str = "conv2d") -> ComputeDef:
     """Convolution in NCHW{batch}n{block}c x OIHW{block}o{block}i layouts.
 
     `residual` = (shift, clip) fuses the residual add that reads this convolution's int8 result:
     after the requantizing epilogue the int8 tensor "res" is added to the tile, shifted and clipped
-    again (the QAdd's semantics), so the sum leaves in the convolution's one store."""
+    again (the QAdd's semantics), so the sum leaves in the convolution's one store.  With
+    `channel_shift` the epilogue also shifts each output channel right by its entry of the int32
+    `shift` vector (laid out like the bias; see `split_channel_shift`)."""
     oh, ow = (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1
     if oh < 1 or ow < 1:
         raise CompileError(f"kernel {kh}x{kw} with padding {pad} does not fit a {h}x{w} input", op=name)
@@ -171,10 +179,11 @@ def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
     weight = Access(Tensor("weight", (ocb, icb, kh, kw), MemId.WGT, pad="error"),
                     (v("oc"), v("ic"), v("kh"), v("kw")))
     bias_acc = Access(Tensor("bias", (ocb,), MemId.ACC, pad="error"), (v("oc"),)) if bias else None
-    requant = shift is not None or clip is not None
+    shift_acc = Access(Tensor("shift", (ocb,), MemId.ACC, pad="error"), (v("oc"),)) if channel_shift else None
+    requant = shift is not None or clip is not None or channel_shift
     out_index = (v("n"), v("oc"), v("oh"), v("ow"))
     out = Access(Tensor("out", (nb, ocb, oh, ow), MemId.OUT, pad="error"), out_index)
-    steps = epilogue(cfg, bias_acc, shift, clip)
+    steps = epilogue(cfg, bias_acc, shift, clip, shift_acc)
     if residual is not None:
         if not requant:
             raise CompileError("a fused residual add needs the convolution's int8 result (a shift or clip)", op=name)
@@ -183,6 +192,26 @@ def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
         steps += (AluStep(AluOp.ADD, operand=res),) + epilogue(cfg, None, residual[0], residual[1])
     return ComputeDef(name, axes, out, reduce="gemm", data=data, weight=weight, steps=steps,
                       out_planes=1 if requant else 4)
+
+
+def split_channel_shift(cfg: HwConfig, shifts, name: str) -> tuple[int, np.ndarray]:
+    """Per-output-channel right shifts as (an immediate common part, an int32 vector of the rest).
+
+    The vector part is read by one SHR with a tensor operand, whose amount is the operand's low
+    `cfg.shr_arg_bits` bits read as signed: each entry must lie in 0..cfg.shr_max, so the shifts
+    may spread over at most shr_max (15 on VTA); the common part may be any size (several SHRs)."""
+    s = np.asarray(shifts)
+    if s.ndim != 1 or not s.size or not np.issubdtype(s.dtype, np.integer):
+        raise CompileError(f"a per-channel shift must be a non-empty 1-D integer array, got {s.dtype} "
+                           f"shape {s.shape}", op=name)
+    lo, hi = int(s.min()), int(s.max())
+    if lo < 0 or hi >= 32:
+        raise CompileError(f"per-channel shifts must lie in [0, 32), got {lo}..{hi}", op=name)
+    if hi - lo > cfg.shr_max:
+        raise CompileError(f"per-channel shifts spread over {lo}..{hi}: one SHR of a vector expresses at most "
+                           f"{cfg.shr_max} between channels on {cfg.label}", op=name)
+    base = max(0, hi - cfg.shr_max)
+    return base, (s - base).astype(np.int32)
 
 
 def eltwise_def(cfg: HwConfig, kind: str, *, n: int, c: int, h: int, w: int, shift: int | None = None,

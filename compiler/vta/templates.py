@@ -32,8 +32,9 @@ class ConvKnobs:
         return asdict(self)
 
 
-def conv_schedule(k: ConvKnobs, *, bias: bool = False, residual: bool = False) -> Schedule:
-    """The schedule a ConvKnobs describes."""
+def conv_schedule(k: ConvKnobs, *, bias: bool = False, residual: bool = False,
+                  channel_shift: bool = False) -> Schedule:
+    """The schedule a ConvKnobs describes (per-channel vectors, bias and shift, load with each output tile)."""
     s = Schedule()
     for axis, factor in (("oc", k.tile_oc), ("oh", k.tile_oh), ("ow", k.tile_ow), ("ic", k.tile_ic)):
         s = s.split(axis, factor)
@@ -53,6 +54,8 @@ def conv_schedule(k: ConvKnobs, *, bias: bool = False, residual: bool = False) -
         s = s.cache_read("bias", "acc").dma_copy("bias", tile_loop)
     if residual:  # the fused residual add's int8 operand, one tile per output tile
         s = s.cache_read("res", "acc").dma_copy("res", tile_loop)
+    if channel_shift:
+        s = s.cache_read("shift", "acc").dma_copy("shift", tile_loop)
     return s.tensorize("oh.i", "gemm")
 
 

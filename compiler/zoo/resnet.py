@@ -39,8 +39,10 @@ def basic_block(b: GraphBuilder, x: str, out_channels: int, stride: int, prefix:
 
 
 def resnet(name: str, blocks: Sequence[int], *, seed: int = 0, batch: int = 1,
-           opset: int = 13) -> onnx.ModelProto:
-    """A basic-block ResNet with `blocks[i]` blocks in stage i; input "data", output "logits"."""
+           opset: int = 13, centred: bool = False) -> onnx.ModelProto:
+    """A basic-block ResNet with `blocks[i]` blocks in stage i; input "data", output "logits".
+    `centred`: the classifier keeps only the input-dependent part of the logits (`GraphBuilder.gemm`'s
+    center), the hard case for int8, whose error is then measured against that small signal alone."""
     b = GraphBuilder(name, seed=seed, opset=opset)
     x = b.input("data", (batch, *IMAGE_SHAPE))
     x = b.conv(x, 64, 7, stride=2, pad=3, name="conv1")
@@ -53,7 +55,7 @@ def resnet(name: str, blocks: Sequence[int], *, seed: int = 0, batch: int = 1,
             x = basic_block(b, x, channels, stride, f"layer{stage}.{index}")
     x = b.global_avg_pool(x, name="avgpool")
     x = b.flatten(x, name="flatten")
-    b.gemm(x, NUM_CLASSES, name="fc", out="logits")
+    b.gemm(x, NUM_CLASSES, name="fc", out="logits", center=centred)
     doc = (f"{name}: ResNet v1, seeded He-normal weights (seed {seed}); BatchNorm statistics "
            "and the classifier bias calibrated on seeded standard-normal inputs. Not trained.")
     return b.model(["logits"], doc=doc, metadata={"zoo.name": name})

@@ -12,6 +12,7 @@ from vtakit.compiler.graph.ir import Graph, Node
 from vtakit.compiler.vta.ops import compile_conv2d, compile_eltwise, conv_packing
 from vtakit.compiler.vta.packing import ConvGeometry, ReductionPacking, packing
 from vtakit.compiler.vta.runtime import pack_bias, pack_weight
+from vtakit.compiler.vta.te import split_channel_shift
 from vtakit.isa.config import HwConfig
 
 
@@ -45,15 +46,20 @@ def lower_linear(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> Acc
     pad = a["pads"][0] if n.op == "QConv" else 0
     bias = g.consts[n.inputs[2]] if has_bias else None
     residual = (a["residual"][0], tuple(a["residual"][1])) if "residual" in a else None
-    pk = _host_packing(g, n, cfg, x_shape, w4.shape, stride, pad, bias, schedule)
+    shift, shift_vector = a.get("shift"), None
+    if isinstance(shift, tuple):  # per output channel: an immediate common part, a vector in acc
+        shift, shift_vector = split_channel_shift(cfg, shift, n.name)
+    pk = _host_packing(g, n, cfg, x_shape, w4.shape, stride, pad, bias, shift, schedule)
     p = pk.packed
     op, used = compile_conv2d(cfg, x_shape=p.x_shape, w_shape=p.w_shape, stride=p.stride, padding=p.padding,
-                              bias=has_bias and not pk.bias_lanes, shift=a.get("shift"),
+                              bias=has_bias and not pk.bias_lanes, shift=shift,
                               clip=tuple(a["clip"]) if "clip" in a else None, schedule=schedule,
-                              residual=residual, name=n.name)
+                              residual=residual, channel_shift=shift_vector is not None, name=n.name)
     consts = {"weight": pack_weight(pk.weight(w4, bias), cfg.block_out, cfg.block_in)}
     if has_bias and not pk.bias_lanes:
         consts["bias"] = pack_bias(bias, cfg.batch, cfg.block_out)
+    if shift_vector is not None:
+        consts["shift"] = pack_bias(shift_vector, cfg.batch, cfg.block_out)
     o_shape = nchw(g.tensors[n.outputs[0]].shape)
     macs = int(np.prod(o_shape, dtype=np.int64)) * x_shape[1] * w4.shape[2] * w4.shape[3]
     packings = {"data": pk.to_spec()} if pk.kind != "none" else {}
@@ -64,7 +70,7 @@ def lower_linear(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> Acc
 
 
 def _host_packing(g: Graph, n: Node, cfg: HwConfig, x_shape, w_shape, stride: int, pad: int,
-                  bias: np.ndarray | None, schedule: dict | None) -> ReductionPacking:
+                  bias: np.ndarray | None, shift: int | None, schedule: dict | None) -> ReductionPacking:
     """The reduction packing of a QConv whose data the host writes (a graph input, or the result of a
     node the accelerator cannot take), so the host lays it out packed at no extra crossing; every other
     conv (one with a tuned schedule, which names the unpacked shape, or a fused residual add) is left
@@ -78,7 +84,7 @@ def _host_packing(g: Graph, n: Node, cfg: HwConfig, x_shape, w_shape, stride: in
         return plain
     a = n.attrs
     return conv_packing(cfg, x_shape=x_shape, w_shape=w_shape, stride=stride, padding=pad, bias=bias,
-                        shift=a.get("shift"), clip=tuple(a["clip"]) if "clip" in a else None, name=n.name)
+                        shift=shift, clip=tuple(a["clip"]) if "clip" in a else None, name=n.name)
 
 
 def lower_add(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> AccelProgram:

@@ -22,7 +22,7 @@ import numpy as np
 
 from vtakit.compiler.vta.affine import Affine
 from vtakit.compiler.vta.lowering.tensorize import IntrinsicCall
-from vtakit.compiler.vta.te import ComputeDef, move_reason
+from vtakit.compiler.vta.te import ComputeDef
 from vtakit.isa.config import HwConfig
 from vtakit.isa.opcodes import AluOp, MemId
 

@@ -1,0 +1,100 @@
+"""Per-output-channel power-of-two weight scales, requantized by a per-channel shift.
+
+After batch norm is folded, the weight ranges of a layer's output channels differ by orders of
+magnitude: one power-of-two scale per tensor leaves the small channels a handful of int8 levels.
+Here every output channel c of a Conv (grouped and depthwise included) or Dense gets its own
+least-squared-error exponent e_w[c], so the int32 accumulator of channel c has scale
+2**-(e_x + e_w[c]) and is requantized to the output's exponent e_y by its own right shift
+s[c] = e_x + e_w[c] - e_y.  On unmodified VTA hardware that is one ALU SHR whose operand is a
+per-channel vector in the accumulator buffer (`compiler.vta.te.split_channel_shift`): the amount
+is read from 5 signed bits, so the exponents of one layer may spread over at most
+`CHANNEL_SPREAD` (15); a channel that would want a finer one is clamped, which costs it nothing
+visible, since its outputs are then at least 2**15 times smaller than the largest channel's and
+share that channel's output scale.  A layer whose channels are alike keeps one exponent
+(`weight_exps`), and so its immediate SHR.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vtakit.compiler import cpu
+
+CHANNEL_SPREAD = 15
+"""The most the weight exponents of one layer may differ: VTA's SHR reads amounts -16..15."""
+CHANNEL_GAIN = 2.0
+"""Per-channel exponents are used where they divide the channels' mean relative squared weight error
+by at least this much: elsewhere the vector SHR (a tensor-operand ALU pass, twice an immediate one's
+cycles) costs more than it buys (ResNet-18's demo: +0.7 % cycles with the rule, +1.4 % without)."""
+BIAS_LIMIT = 2 ** 30
+"""A quantized bias stays below this (int32 with room for the products and the rounding half-LSB)."""
+
+
+def channel_weight_exps(w: np.ndarray, exponent) -> np.ndarray:
+    """The least-squared-error exponent of every output channel (`exponent` judges one array),
+    spread over at most CHANNEL_SPREAD; all-zero channels take the finest exponent allowed."""
+    rows = w.reshape(w.shape[0], -1)
+    live = np.max(np.abs(rows), axis=1) > 0
+    if not live.any():
+        return np.full(w.shape[0], exponent(rows), np.int64)
+    exps = np.array([exponent(r) if ok else 0 for r, ok in zip(rows, live)], np.int64)
+    finest = int(exps[live].min()) + CHANNEL_SPREAD
+    return np.where(live, np.minimum(exps, finest), finest)
+
+
+def weight_exps(w: np.ndarray, exponent, error) -> np.ndarray:
+    """Exponents of w's output channels: per channel (`channel_weight_exps`) where that divides the
+    channels' mean relative squared error (`error(array, e)` over the channel's energy) by
+    CHANNEL_GAIN, else the per-tensor `exponent(w)` for all.  Relative, because a small channel's
+    error is small in absolute terms however few int8 levels it gets."""
+    e_t = exponent(w)
+    e_c = channel_weight_exps(w, exponent)
+    rows = w.reshape(w.shape[0], -1)
+    energy = np.sum(np.square(rows, dtype=np.float64), axis=1)
+    live = energy > 0
+    if not live.any():
+        return np.full(w.shape[0], e_t, np.int64)
+    per_tensor = sum(error(r, e_t) / n for r, n, ok in zip(rows, energy, live) if ok)
+    per_channel = sum(error(r, int(e)) / n for r, e, n, ok in zip(rows, e_c, energy, live) if ok)
+    if per_channel * CHANNEL_GAIN <= per_tensor:
+        return e_c
+    return np.full(w.shape[0], e_t, np.int64)
+
+
+def fit_bias(e_w: np.ndarray, bias: np.ndarray, e_x: int) -> np.ndarray:
+    """Coarsen the channels whose quantized bias would not fit int32 (never below the coarsest
+    channel, so no shift turns negative): bias_q[c] = bias[c] * 2**(e_x + e_w[c]) < BIAS_LIMIT."""
+    amax = np.abs(bias.astype(np.float64))
+    with np.errstate(divide="ignore"):
+        room = np.floor(np.log2(BIAS_LIMIT / np.where(amax > 0, amax, 1.0))).astype(np.int64) - e_x
+    allowed = np.where(amax > 0, room, e_w)
+    return np.maximum(np.minimum(e_w, allowed), int(e_w.min()))
+
+
+def channel_attr(values: np.ndarray) -> int | tuple[int, ...]:
+    """A QConv/QDense `shift` or `weight_exp`: one int when every channel agrees (a shift is then the
+    immediate SHR, as per tensor), else a tuple with one per output channel."""
+    if np.all(values == values[0]):
+        return int(values[0])
+    return tuple(int(v) for v in values)
+
+
+def requantize_channels(acc: np.ndarray, shifts: tuple[int, ...], clip: tuple[int, int]) -> np.ndarray:
+    """The host's per-channel epilogue on an int32 NC.. accumulator: arithmetic shift right of
+    channel c by shifts[c], clip, int8 (the accelerator's SHR-by-vector, MIN, MAX)."""
+    s = np.asarray(shifts, np.int32).reshape((1, -1) + (1,) * (acc.ndim - 2))
+    lo, hi = clip
+    return np.clip(acc >> s, lo, hi).astype(np.int8)
+
+
+def run_requantized(acc, shifts: tuple[int, ...], clip: tuple[int, int], kernels):
+    """`requantize_channels` for either host backend: a GPU accumulator is read back and the
+    result returned to the GPU (`kernels.host` / `kernels.device`)."""
+    if kernels is not cpu and hasattr(kernels, "host"):
+        from vtakit.compiler.cuda.record import Recorder
+
+        if isinstance(kernels.backend, Recorder):  # compile time: no data, and the epilogue launches nothing
+            return kernels.backend.empty(acc.shape, np.int8)
+        return kernels.device(np.ascontiguousarray(requantize_channels(kernels.host(acc), shifts, clip)))
+    return requantize_channels(acc, shifts, clip)
+

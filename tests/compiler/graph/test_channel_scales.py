@@ -1,0 +1,103 @@
+"""Per-output-channel weight exponents: each channel keeps its int8 resolution however its range
+compares with the others', within one SHR of a vector; a network using them gives the same bits on
+the host int8 reference, the functional simulator and the cycle model."""
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import vtakit
+from vtakit.compiler.graph.channel_scales import CHANNEL_SPREAD, channel_weight_exps, fit_bias
+from vtakit.compiler.graph.quantize import _weight_exp
+
+RNG = np.random.default_rng(16)
+
+
+def test_every_channel_gets_its_own_least_squared_error_exponent():
+    gains = 2.0 ** -np.arange(0, 12, 3)                      # channels 1, 1/8, 1/64, 1/512 as large
+    w = (RNG.standard_normal((4, 8, 3, 3)) * gains[:, None, None, None]).astype(np.float32)
+    e = channel_weight_exps(w, _weight_exp)
+    assert e.tolist() == [_weight_exp(w[c]) for c in range(4)]
+    assert np.diff(e).tolist() == [3, 3, 3]
+    w_q = np.rint(w * 2.0 ** e[:, None, None, None])
+    assert (np.abs(w_q).reshape(4, -1).max(axis=1) >= 64).all()  # every channel uses most of the int8 range
+    back = w_q * 2.0 ** -e[:, None, None, None]
+    assert (np.linalg.norm((back - w).reshape(4, -1), axis=1) <= 0.02 * np.linalg.norm(w.reshape(4, -1), axis=1)).all()
+
+
+def test_exponents_spread_over_one_vta_shr_and_zero_channels_take_the_finest():
+    w = np.ones((3, 4), np.float32)
+    w[1] *= 2.0 ** -20
+    w[2] = 0
+    e = channel_weight_exps(w, _weight_exp)
+    assert e[1] - e[0] == CHANNEL_SPREAD and e[2] == e[1]
+
+
+def test_a_bias_too_large_for_int32_coarsens_its_channel_but_never_below_the_coarsest():
+    e_w = np.array([4, 20, 20])
+    fitted = fit_bias(e_w, np.array([1.0, 1000.0, 0.0], np.float32), e_x=6)
+    assert fitted[0] == 4 and fitted[2] == 20
+    assert 1000.0 * 2.0 ** (6 + fitted[1]) < 2 ** 30 <= 1000.0 * 2.0 ** (7 + fitted[1])
+    assert fit_bias(e_w, np.array([0.0, 1e12, 0.0], np.float32), e_x=6).tolist() == [4, 4, 20]
+
+
+def _model() -> onnx.ModelProto:
+    """conv (output channels whose ranges differ by up to 2**9) -> relu -> depthwise conv -> relu
+    -> conv -> relu -> flatten -> gemm: per-channel shifts on the accelerator and on the host."""
+    gains = (2.0 ** -RNG.integers(0, 10, 32)).astype(np.float32)
+    w1 = (RNG.standard_normal((32, 16, 3, 3)) * 0.1 * gains[:, None, None, None]).astype(np.float32)
+    b1 = (0.05 * gains).astype(np.float32)
+    wd = (RNG.standard_normal((32, 1, 3, 3)) * 0.3 * 2.0 ** -RNG.integers(0, 8, 32)[:, None, None, None]
+          ).astype(np.float32)
+    w2 = (RNG.standard_normal((16, 32, 1, 1)) * 0.3 * 2.0 ** -RNG.integers(0, 6, 16)[:, None, None, None]
+          ).astype(np.float32)
+    wf = (RNG.standard_normal((10, 16 * 6 * 6)) * 0.05).astype(np.float32)
+    inits = [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (b1, "b1"), (wd, "wd"), (w2, "w2"), (wf, "wf"))]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "wd"], ["d"], pads=[1, 1, 1, 1], group=32),
+             helper.make_node("Relu", ["d"], ["r2"]),
+             helper.make_node("Conv", ["r2", "w2"], ["c2"]),
+             helper.make_node("Relu", ["c2"], ["r3"]),
+             helper.make_node("Flatten", ["r3"], ["f"]),
+             helper.make_node("Gemm", ["f", "wf"], ["y"], transB=1)]
+    g = helper.make_graph(nodes, "per_channel", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 6, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    model = _model()
+    samples = [RNG.standard_normal((1, 16, 6, 6)).astype(np.float32) for _ in range(4)]
+    return model, vtakit.compile(model, "pynq", calibrate=samples)
+
+
+def test_per_channel_network_is_bit_identical_on_host_fsim_and_cycle_model(compiled):
+    model, module = compiled
+    per_channel = {t.node for t in module.vta_tasks()} & {
+        n.name for n in module.graph.nodes if isinstance(n.attrs.get("shift"), tuple)}
+    assert len(per_channel) == 2                                        # both plain convs, on the accelerator
+    dw = next(n for n in module.graph.nodes if n.op == "QConv" and n.attrs["group"] == 32)
+    assert isinstance(dw.attrs["shift"], tuple)                         # the depthwise one, on the host
+    x = RNG.standard_normal((1, 16, 6, 6)).astype(np.float32)
+    ref = module.run(x, device="cpu")["y"]
+    assert np.array_equal(module.run(x, device="fsim")["y"], ref)
+    assert np.array_equal(module.run(x, device="sim")["y"], ref)
+    assert module.last_run.accelerator_cycles > 0
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    cos = float(ref.ravel() @ want.ravel() / np.linalg.norm(ref) / np.linalg.norm(want))
+    assert cos > 0.99, cos
+
+
+def test_channels_split_only_where_that_halves_the_weights_squared_error():
+    from vtakit.compiler.graph.channel_scales import weight_exps
+    from vtakit.compiler.graph.quantize import _weight_error
+
+    w = RNG.standard_normal((8, 64)).astype(np.float32)           # alike channels: one exponent
+    assert len(set(weight_exps(w, _weight_exp, _weight_error).tolist())) == 1
+    w[4:] *= 1 / 16                                              # half the channels 16 times smaller
+    e = weight_exps(w, _weight_exp, _weight_error)
+    assert (e[4:] - e[:4].max() >= 3).all()
