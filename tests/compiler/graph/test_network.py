@@ -66,7 +66,7 @@ def test_resnet18_end_to_end():
     assert cosine(got, want) >= 0.99
     assert got.argmax() == want.argmax()
     # 20 convolutions, the max pool and the classifier; the 8 residual adds are fused into convolutions
-    assert len(module.vta_tasks()) == 22 and sim_cycles < 9_100_000   # 11.4 M before conv1 was packed
+    assert len(module.vta_tasks()) == 22 and sim_cycles < 9_200_000   # 11.4 M before conv1 was packed
     assert sum("residual" in n.attrs for n in module.graph.nodes) == 8
     assert module.vta_tasks()[0].acts["data"].packing.startswith("im2col/")
     assert np.array_equal(module.run(x, device="fsim")["logits"], got)
