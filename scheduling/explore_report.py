@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from vtakit.scheduling.explore import ExploreResult, pareto_front
+from vtakit.report import save_figure
 
 PANELS = (("lut", "LUT"), ("bram36", "BRAM36"), ("dsp", "DSP48"))
 
@@ -101,11 +102,7 @@ def plot_pareto(result: ExploreResult, path: str | Path) -> Path | None:
     axes[0].legend(loc="best", fontsize=8, framealpha=0.9)
     fig.suptitle(f"design-space exploration: {result.network}, {len(result.records)} configurations "
                  f"({len(pts)} measured and synthesized)")
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def _fmt(value: Any, spec: str = "") -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.table import Table
 
 from vtakit.isa.config import HwConfig
@@ -69,3 +71,15 @@ def stats_tables(stats: RunStats) -> list[Table]:
                          _fmt(m.stall_queue), _fmt(m.idle), f"{share:.1f}")
         tables.append(mods)
     return tables
+
+
+def save_figure(fig, path) -> Path:
+    """Lay out, write (creating the folder) and close a matplotlib figure: every PNG the tools write."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -19,6 +19,7 @@ import numpy as np
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.execute import check_feeds, run_graph
 from vtakit.compiler.graph.ir import Graph
+from vtakit.report import save_figure
 
 INT8_LIMITS = (-128.5, 127.5)  # values beyond these clip once scaled by 2**exp
 
@@ -74,12 +75,7 @@ class AccuracyReport:
         b.plot(xs, [r.cosine for r in self.layers], marker="o", ms=3, color="tab:red")
         b.set_ylabel("cosine")
         b.set_xticks(xs, [r.node for r in self.layers], rotation=90, fontsize=6)
-        fig.tight_layout()
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(p, dpi=120)
-        plt.close(fig)
-        return p
+        return save_figure(fig, path)
 
 
 def compare(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from vtakit.compiler.graph.quantize import SAME_SCALE_OPS
 from vtakit.isa.config import HwConfig
+from vtakit.report import save_figure
 
 VTA_C2_C11_MS = 88.3  # VTA on the PYNQ board, ResNet-18 C2-C11 (WORKLOADS.md)
 
@@ -199,9 +200,4 @@ class ModuleReport:
         ax.set_title(f"roofline, {cfg.label} at {cfg.clock_mhz:g} MHz ({self.device})")
         ax.legend(loc="lower right")
         ax.grid(True, which="both", alpha=0.3)
-        fig.tight_layout()
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        return path
+        return save_figure(fig, path)

@@ -17,6 +17,9 @@ import numpy as np
 SKIP_DTYPES = ()
 
 
+VALUE_SHAPED = {"Range": (0, 1, 2), "NonZero": (0,), "OneHot": (1,), "Unique": (0,), "Compress": (1,)}
+"""Per op, the inputs whose values (not only shapes) set the output's shape."""
+
 def node_dirs() -> list[str]:
     import onnx
 
@@ -62,11 +65,11 @@ def run_one(d: str) -> tuple[str, str]:
     except Exception:  # noqa: BLE001 - sequences, optionals: not tensors, so not ours
         return "unsupported", "non-tensor test data"
     # A static-shape compiler binds shape-determining inputs at compile time: int64 inputs (axes, shapes,
-    # pads, sizes, k, repeats), Resize/Upsample scales and Range's bounds become initializers, as exporters
-    # write them.
+    # pads, sizes, k, repeats), Resize/Upsample scales and the inputs whose values set an output's shape
+    # (VALUE_SHAPED) become initializers, as exporters write them; fed, the compiler refuses them.
     from onnx import numpy_helper
 
-    ranged = {i for n in model.graph.node if n.op_type == "Range" for i in n.input}  # its length: their values
+    ranged = {n.input[k] for n in model.graph.node for k in VALUE_SHAPED.get(n.op_type, ()) if k < len(n.input)}
     frozen = {k: v for k, v in feeds.items() if v.dtype == np.int64 or k in ("scales", "sizes", "roi") or k in ranged}
     if frozen:
         model.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in frozen.items())

@@ -189,8 +189,34 @@ def _infer_generic(node: Node, g: Graph) -> list[TensorInfo]:
             fed = ", ".join(repr(t) for t in node.inputs if t and t not in g.consts)
             raise CompileError(f"its output shape depends on the values of {fed}, which are fed at run time "
                                f"(on zeros it fails): make them constants", node=node.name, op=node.op) from None
+        _check_shape_is_static(node, g, y.shape)
         info = TensorInfo(tuple(int(s) for s in y.shape), y.dtype.name)
     return [info]
+
+
+def _counting(shape: tuple[int, ...], dtype) -> np.ndarray:
+    n = int(np.prod(shape, dtype=np.int64))
+    return (np.arange(n) % 97 + 1).reshape(shape).astype(dtype)
+
+
+def _check_shape_is_static(node: Node, g: Graph, on_zeros: tuple[int, ...]) -> None:
+    """Shapes are fixed at compile time, so an op whose output shape follows the values fed at run
+    time (NonZero, Unique, Compress, a Slice of fed bounds...) is refused rather than run with the
+    shape zeros gave: it is run once more on distinct non-zero values (1, 2, 3, ...), and a different
+    shape names the inputs."""
+    fed = [t for t in node.inputs if t and t not in g.consts]
+    if not fed:
+        return
+    args = [None if not t else g.consts[t] if t in g.consts else
+            _counting(g.tensors[t].shape, g.tensors[t].dtype) for t in node.inputs]
+    try:
+        y = _run_generic(node, args, None)
+    except CompileError:
+        return  # not a valid input here: zeros' shape stands
+    if tuple(y.shape) != tuple(on_zeros):
+        raise CompileError(f"its output shape depends on the values of {', '.join(map(repr, fed))}, which are "
+                           f"fed at run time ({tuple(on_zeros)} on zeros, {tuple(y.shape)} on 1, 2, 3...): shapes are "
+                           f"fixed at compile time", node=node.name, op=node.op)
 
 
 def generic_def(op_type: str, precision: Precision = Precision.FLOAT, versions: tuple[int, ...] = (),

@@ -249,3 +249,16 @@ def test_the_quantizer_and_folds_read_int8_rules_from_the_registry():
     for module in (quantize, fold):
         source = inspect.getsource(module)
         assert not any(s in source for s in ('"QConv"', '"QDense"', '"QAdd"', '("Conv", "Dense")', 'op == "Add"'))
+
+
+@pytest.mark.parametrize("op", ["NonZero", "Unique"])
+def test_value_dependent_output_shapes_are_refused(op):
+    """Shapes are fixed at compile time: an op whose output shape follows the values fed at run time
+    is one error naming the node, not the shape zeros happen to give."""
+    node = onnx.helper.make_node(op, ["x"], ["y"], name="vals")
+    graph = onnx.helper.make_graph([node], "g", [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])],
+                                   [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT if op == "Unique"
+                                                                       else onnx.TensorProto.INT64, None)])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    with pytest.raises(CompileError, match="vals.*output shape depends on the values of 'x'"):
+        vtakit.compile(model, target="cpu")
