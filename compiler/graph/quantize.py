@@ -281,7 +281,9 @@ def _linear_requant(w: np.ndarray, bias: np.ndarray, e_x: int, e_w: np.ndarray, 
     per output channel c, y = clip((acc + bias_q) >> (e_x + e_w[c] - e_y)) with the shift's half-LSB in
     bias_q (round to nearest); `e_y` None keeps the int32 accumulator (every e_w[c] equal)."""
     if e_y is not None:
-        e_w = fit_bias(e_w, bias, e_x)
+        # a shift of 32 or more leaves only the sign of an int32 accumulator: such a channel (its
+        # weights tiny next to the others') gets the coarsest exponent a shift of 31 expresses
+        e_w = np.minimum(fit_bias(e_w, bias, e_x), 31 + e_y - e_x)
     w_q = _q(w, e_w.reshape((-1,) + (1,) * (w.ndim - 1)), -127, 127, np.int8)
     bias_q = _q(bias, e_x + e_w, -2 ** 31, 2 ** 31 - 1, np.int64)
     attrs: dict = dict(weight_exp=channel_attr(e_w))

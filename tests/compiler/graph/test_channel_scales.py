@@ -104,3 +104,15 @@ def test_channels_split_only_where_that_halves_the_weights_squared_error(monkeyp
     w[4:] *= 1 / 16                                              # half the channels 16 times smaller
     e = weight_exps(w, _weight_exp, _weight_error)
     assert (e[4:] - e[:4].max() >= 3).all()
+
+
+def test_channel_shifts_stay_below_32():
+    """A channel whose weights are 2**-20 of the others' would need a shift past 31 (the light zoo's
+    zoo had such a layer, refused before): it gets the coarsest exponent a 31-bit shift expresses."""
+    from vtakit.compiler.graph.quantize import _linear_requant
+
+    w = RNG.standard_normal((4, 16)).astype(np.float32)
+    w[3] *= 2.0 ** -20
+    e_w = np.array([7, 7, 7, 22])
+    _, _, attrs = _linear_requant(w, np.zeros(4, np.float32), 10, e_w, -2, None)
+    assert max(attrs["shift"]) == 31 and min(attrs["shift"]) == 19
