@@ -20,7 +20,8 @@ from vtakit.isa.config import HwConfig
 from vtakit.isa.encoding import uop_columns
 from vtakit.isa.opcodes import MemId, Opcode
 from vtakit.sim.decoded import DecodedProgram
-from vtakit.sim.kernels import GemmKernel, alu_run, loop_chunks, loop_indices, loop_max
+from vtakit.sim.kernels import GemmKernel, alu_run
+from vtakit.sim.plans import PlanCache, alu_plan, gemm_plan
 from vtakit.sim.stats import Counters
 
 
@@ -40,6 +41,8 @@ class Machine:
         self.uop_src = np.zeros(cfg.uop_depth, dtype=np.int64)
         self.uop_wgt = np.zeros(cfg.uop_depth, dtype=np.int64)
         self._gemm = GemmKernel(cfg)
+        self.plans = PlanCache()
+        """Index plans of GEMM/ALU instructions by micro-op contents and loop fields (plans.py)."""
         # Float mirrors of the GEMM operands, kept in step by every load.
         self.inp_f = np.zeros(self.inp.shape, dtype=self._gemm.float_dtype)
         self.wgt_f = np.zeros(self.wgt.shape, dtype=self._gemm.float_dtype)
@@ -145,63 +148,60 @@ class Machine:
         counters.wrote(mem, rows.size)
 
     # --------------------------------------------------------------- compute
-    def _uop_range(self, bgn: int, end: int):
-        return self.uop_dst[bgn:end], self.uop_src[bgn:end], self.uop_wgt[bgn:end]
-
     def _gemm_insn(self, args, counters: Counters) -> None:
         (_, reset, bgn, end, it_out, it_in, dfo, dfi, sfo, sfi, wfo, wfi) = args
         if end <= bgn or it_out == 0 or it_in == 0:
             return
         cfg = self.cfg
-        d0, s0, w0 = self._uop_range(bgn, end)
-        _check_range(d0, it_out, it_in, dfo, dfi, cfg.acc_depth, "dst", "accumulator")
-        if not reset or self.out is not None:  # VTA's reset GEMM still reads its operands
-            _check_range(s0, it_out, it_in, sfo, sfi, cfg.inp_depth, "src", "input")
-            _check_range(w0, it_out, it_in, wfo, wfi, cfg.wgt_depth, "wgt", "weight")
-        for o0, n_out, i0, n_in in loop_chunks(it_out, it_in, end - bgn):
+        d0, s0, w0 = self.uop_dst[bgn:end], self.uop_src[bgn:end], self.uop_wgt[bgn:end]
+        out = self.out
+        key = (True, reset, d0.tobytes(), s0.tobytes(), w0.tobytes(), it_out, it_in, dfo, dfi, sfo, sfi, wfo, wfi)
+        plan = self.plans.get(key, lambda: gemm_plan(d0, s0, w0, it_out, it_in, dfo, dfi, sfo, sfi, wfo, wfi,
+                                                     bool(reset), out is not None))
+        top_d, top_s, top_w = plan.tops
+        _check_top(top_d, cfg.acc_depth, "dst", "accumulator")
+        if not reset or out is not None:  # VTA's reset GEMM still reads its operands
+            _check_top(top_s, cfg.inp_depth, "src", "input")
+            _check_top(top_w, cfg.wgt_depth, "wgt", "weight")
+        acc, kernel = self.acc, self._gemm
+        for chunk in plan.chunks:
             self._check_deadline()
-            dst = loop_indices(d0 + (o0 * dfo + i0 * dfi), n_out, n_in, dfo, dfi)
-            if reset and self.out is None:
-                self.acc[dst] = 0
-                counters.gemm_reset_uops += dst.size
-                continue
-            src = loop_indices(s0 + (o0 * sfo + i0 * sfi), n_out, n_in, sfo, sfi)
-            wgt = loop_indices(w0 + (o0 * wfo + i0 * wfi), n_out, n_in, wfo, wfi)
             if reset:
-                entries, values = self._gemm.reset_outputs(self.acc, self.inp_f, self.wgt_f, dst, src, wgt,
-                                                           self.out.dtype)
-                self.out[entries] = values
-                self.acc[dst] = 0
-                counters.gemm_reset_uops += dst.size
+                if out is not None:
+                    rp = chunk.reset
+                    out[rp.entries] = kernel.reset_outputs(acc, self.inp_f, self.wgt_f, rp, out.dtype)
+                acc[chunk.touched] = 0
+                counters.gemm_reset_uops += chunk.n
                 continue
-            self._gemm.accumulate(self.acc, self.inp_f, self.wgt_f, dst, src, wgt)
-            if self.out is not None:
-                self.out[dst] = self.acc[dst]  # numpy's integer cast keeps the low bits
-            counters.gemm_uops += dst.size
+            kernel.accumulate(acc, self.inp_f, self.wgt_f, chunk.dst, chunk.src, chunk.wgt, chunk.blocks)
+            if out is not None:
+                out[chunk.touched] = acc[chunk.touched]  # numpy's integer cast keeps the low bits
+            counters.gemm_uops += chunk.n
 
     def _alu_insn(self, args, counters: Counters) -> None:
         (_, reset, bgn, end, it_out, it_in, dfo, dfi, sfo, sfi, op, use_imm, imm) = args
         if end <= bgn or it_out == 0 or it_in == 0:
             return
         cfg = self.cfg
-        d0, s0, _ = self._uop_range(bgn, end)
-        _check_range(d0, it_out, it_in, dfo, dfi, cfg.acc_depth, "dst", "accumulator")
+        d0, s0 = self.uop_dst[bgn:end], self.uop_src[bgn:end]
         tensor = not reset and not use_imm
+        key = (False, tensor, d0.tobytes(), s0.tobytes() if tensor else b"", it_out, it_in, dfo, dfi, sfo, sfi)
+        plan = self.plans.get(key, lambda: alu_plan(d0, s0, it_out, it_in, dfo, dfi, sfo, sfi, tensor,
+                                                    cfg.acc_depth))
+        _check_top(plan.tops[0], cfg.acc_depth, "dst", "accumulator")
         if tensor:
-            _check_range(s0, it_out, it_in, sfo, sfi, cfg.acc_depth, "src", "accumulator")
+            _check_top(plan.tops[1], cfg.acc_depth, "src", "accumulator")
         acc2d = self.acc.reshape(cfg.acc_depth, -1)
         # Chunks run in loop order, so the sequential semantics carry across them.
-        for o0, n_out, i0, n_in in loop_chunks(it_out, it_in, end - bgn):
+        for chunk in plan.chunks:
             self._check_deadline()
-            dst = loop_indices(d0 + (o0 * dfo + i0 * dfi), n_out, n_in, dfo, dfi)
-            counters.alu_uops += dst.size
+            counters.alu_uops += chunk.n
             if reset:
-                acc2d[dst] = 0
+                acc2d[chunk.touched] = 0
             else:
-                src = loop_indices(s0 + (o0 * sfo + i0 * sfi), n_out, n_in, sfo, sfi) if tensor else None
-                alu_run(acc2d, op, dst, src, imm, cfg.shr_arg_bits)
+                alu_run(acc2d, op, chunk, imm, cfg.shr_arg_bits)
             if self.out is not None:
-                self.out[dst] = self.acc[dst]
+                self.out[chunk.touched] = self.acc[chunk.touched]
 
     def _check_deadline(self) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:
@@ -217,9 +217,7 @@ class _Fault(Exception):
         self.field = field
 
 
-def _check_range(base: np.ndarray, it_out: int, it_in: int, f_out: int, f_in: int,
-                 depth: int, what: str, buffer: str) -> None:
-    top = loop_max(base, it_out, it_in, f_out, f_in)
+def _check_top(top: int, depth: int, what: str, buffer: str) -> None:
     if top >= depth:
         raise _Fault(f"micro-op {what} index reaches {top}, beyond the {buffer} buffer's "
                      f"{depth} entries", f"uop.{what}")

@@ -14,6 +14,7 @@ import pytest
 
 from vtakit.isa.config import PRESETS
 from vtakit.sim.kernels import GemmKernel
+from vtakit.sim.plans import conv_blocks
 
 
 def sequential(acc, inp, wgt_buf, dst, src, wgt):
@@ -67,7 +68,9 @@ def test_accumulate_matches_the_sequential_loop(preset, order, taps, extreme):
     kernel.accumulate(got, inp_f, wgt_f, dst, src, wgt)
     assert np.array_equal(got, expected)
     direct = acc.copy()  # the stream has the convolution pattern: the matrix-product path takes it
-    assert kernel._accumulate_im2col(direct, inp_f, wgt_f, dst, src, wgt)
+    blocks = conv_blocks(dst, src, wgt)
+    assert blocks is not None
+    assert kernel.accumulate_blocks(direct, inp_f, wgt_f, blocks)
     assert np.array_equal(direct, expected)
 
 
@@ -90,8 +93,6 @@ def test_streams_outside_the_matrix_product_pattern(case):
     acc = np.zeros((64, 1, 16), np.int32)
     expected = sequential(acc, inp, wgt_buf, dst, src, wgt)
     inp_f, wgt_f = inp.astype(kernel.float_dtype), wgt_buf.astype(kernel.float_dtype)
-    untouched = acc.copy()
-    assert not kernel._accumulate_im2col(untouched, inp_f, wgt_f, dst, src, wgt)
-    assert not untouched.any()
+    assert conv_blocks(dst, src, wgt) is None
     kernel.accumulate(acc, inp_f, wgt_f, dst, src, wgt)
     assert np.array_equal(acc, expected)

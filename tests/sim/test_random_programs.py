@@ -7,7 +7,7 @@ from tests.support.reference import reference_image
 
 import vtakit.sim as sim
 from vtakit.isa import Alu, AluOp, Gemm, HwConfig, Load, MemId, Store
-from vtakit.sim import kernels
+from vtakit.sim import plans
 from vtakit.sim.random_programs import random_program
 
 SEEDS = {"pynq": range(150), "1x8": range(50), "2x16": range(50), "1x32": range(30)}
@@ -43,7 +43,7 @@ def test_models_match_reference(cfg, seed):
 @pytest.mark.parametrize("seed", range(20))
 def test_chunked_loops_keep_sequential_semantics(seed, monkeypatch):
     """Long loops run in pieces; cutting every few micro-ops must not change results."""
-    monkeypatch.setattr(kernels, "_CHUNK_UOPS", 5)
+    monkeypatch.setattr(plans, "_CHUNK_UOPS", 5)
     _check(random_program(HwConfig.preset("pynq"), 1000 + seed))
 
 
