@@ -106,12 +106,16 @@ class GemmKernel:
         output buffer even when reset zeroes the accumulator; a repeated destination
         reads the zero its earlier micro-op wrote, so only its last product counts.
         """
-        products, order = self._products(inp_f, wgt_f, plan.src, plan.wgt)
-        if order is not None:
-            unsorted = np.empty_like(products)
-            unsorted[order] = products
-            products = unsorted
-        base = np.where(plan.once, acc[plan.entries].astype(np.int64), 0)
+        if plan.single:  # typically a reset from one zero input row: one product for all
+            products = np.matmul(inp_f[plan.src[0]], wgt_f[plan.wgt[0]].T)[None]
+        else:
+            products, order = self._products(inp_f, wgt_f, plan.src, plan.wgt)
+            if order is not None:
+                unsorted = np.empty_like(products)
+                unsorted[order] = products
+                products = unsorted
+        old = acc[plan.entries].astype(np.int64)
+        base = old if plan.once is None else np.where(plan.once, old, 0)
         total = base + products.astype(np.int64)
         return total.astype(self.acc_dtype).astype(out_dtype)
 

@@ -49,6 +49,11 @@ class Machine:
         # Per memory type, indexed by mem_id: hot-path lookups without enum calls.
         self._elem_bytes = [cfg.elem_bytes(m) for m in MemId]
         self._depth = [cfg.depth(m) for m in MemId]
+        le = {MemId.INP: (self.inp, cfg.inp_dtype), MemId.WGT: (self.wgt, cfg.wgt_dtype),
+              MemId.ACC: (self.acc, cfg.acc_dtype), MemId.ACC_8BIT: (self.acc, np.dtype(np.int8))}
+        self._targets = {m: (buf, dtype.newbyteorder("<")) for m, (buf, dtype) in le.items()}
+        self._mirror = [(self.inp_f, self.inp) if m == MemId.INP else (self.wgt_f, self.wgt) if m == MemId.WGT
+                        else None for m in MemId]
         self.tokens = [0, 0, 0, 0]
         """Tokens waiting in the four dependency queues (see decoded.QUEUE_NAMES)."""
         self.deadline: float | None = None
@@ -81,10 +86,11 @@ class Machine:
         if end > self.dram.size:
             raise _Fault(f"DRAM bytes [{start:#x}, {end:#x}) run past the end of DRAM "
                          f"({self.dram.size:#x} bytes)", "dram_base")
-        base = self.dram[start:end]
         if stride == x or y == 1:
-            return base.reshape(y, x * eb)
-        return as_strided(base, shape=(y, x * eb), strides=(stride * eb, 1), writeable=writeable)
+            return self.dram[start:end].reshape(y, x * eb)
+        if stride > x and start + y * stride * eb <= self.dram.size:  # a plain view: cheaper than as_strided
+            return self.dram[start:start + y * stride * eb].reshape(y, stride * eb)[:, :x * eb]
+        return as_strided(self.dram[start:end], shape=(y, x * eb), strides=(stride * eb, 1), writeable=writeable)
 
     def _load(self, args, counters: Counters) -> None:
         _, mem, sram, dram_base, y, x, stride, yp0, yp1, xp0, xp1 = args
@@ -97,8 +103,8 @@ class Machine:
             raise _Fault(f"writes {MemId(mem).name} buffer entries [{sram}, {sram + total}), "
                          f"beyond its {depth} entries", "sram_base")
         raw = None
-        if y > 0:
-            raw = np.ascontiguousarray(self._dram_rows(mem, dram_base, y, x, stride, False))
+        if y > 0:  # rows may be strided in DRAM; each row is contiguous, so it views as elements
+            raw = self._dram_rows(mem, dram_base, y, x, stride, False)
             counters.read(mem, raw.size)
         padded = total != y * x
         for target, data in self._load_targets(mem, raw, y, x):
@@ -107,24 +113,19 @@ class Machine:
                 block[...] = 0
             if data is not None:
                 block[yp0:yp0 + y, xp0:xp0 + x] = data
-        if mem == MemId.INP:
-            self.inp_f[sram:sram + total] = self.inp[sram:sram + total]
-        elif mem == MemId.WGT:
-            self.wgt_f[sram:sram + total] = self.wgt[sram:sram + total]
+        mirror = self._mirror[mem]
+        if mirror is not None:
+            mirror[0][sram:sram + total] = mirror[1][sram:sram + total]
 
     def _load_targets(self, mem: int, raw: np.ndarray | None, y: int, x: int):
         """(buffer, data shaped (y, x, *element)) pairs a LOAD writes."""
-        cfg = self.cfg
         if mem == MemId.UOP:
-            cols = uop_columns(raw.view("<u4").reshape(y, x), cfg) if raw is not None else (None,) * 3
+            cols = uop_columns(raw.view("<u4"), self.cfg) if raw is not None else (None,) * 3
             return list(zip((self.uop_dst, self.uop_src, self.uop_wgt), cols))
-        target, dtype = {
-            MemId.INP: (self.inp, cfg.inp_dtype), MemId.WGT: (self.wgt, cfg.wgt_dtype),
-            MemId.ACC: (self.acc, cfg.acc_dtype), MemId.ACC_8BIT: (self.acc, np.dtype(np.int8)),
-        }[MemId(mem)]
+        target, dtype = self._targets[mem]
         data = None
         if raw is not None:  # ACC_8BIT: one signed byte per lane, sign-extended on assignment
-            data = raw.view(dtype.newbyteorder("<")).reshape((y, x) + target.shape[1:])
+            data = raw.view(dtype).reshape((y, x) + target.shape[1:])
         return [(target, data)]
 
     def _store(self, args, counters: Counters) -> None:

@@ -149,10 +149,11 @@ class ResetPlan:
     """What a reset GEMM leaves in VTA's output buffer: per distinct destination, its
     last micro-op's product, plus the old accumulator value where it is the only one."""
 
-    entries: np.ndarray      # distinct destinations, increasing
+    entries: "slice | np.ndarray"  # distinct destinations, increasing
     src: np.ndarray          # the input entry of each one's last micro-op
     wgt: np.ndarray
-    once: np.ndarray         # (entries, 1, 1) bool: written by a single micro-op
+    once: np.ndarray | None  # (entries, 1, 1) bool: written by a single micro-op; None: all are
+    single: bool             # one input entry and one weight entry for all: one product
 
 
 def reset_plan(dst: np.ndarray, src: np.ndarray, wgt: np.ndarray) -> ResetPlan:
@@ -160,7 +161,9 @@ def reset_plan(dst: np.ndarray, src: np.ndarray, wgt: np.ndarray) -> ResetPlan:
     entries, first_from_end = np.unique(dst[::-1], return_index=True)
     last = n - 1 - first_from_end
     once = (np.bincount(dst)[entries] == 1)[:, None, None]
-    return ResetPlan(entries, src[last], wgt[last], once)
+    src, wgt = src[last], wgt[last]
+    single = bool((src == src[0]).all() and (wgt == wgt[0]).all())
+    return ResetPlan(as_entries(entries), src, wgt, None if once.all() else once, single)
 
 
 @dataclass(frozen=True)
