@@ -260,8 +260,8 @@ def _plan(tops: tuple[int, int, int], chunks, uops: int, per_uop: int) -> LoopPl
 class PlanCache:
     """Plans by (kind, micro-op range contents, loop fields); bounded by index entries held."""
 
-    def __init__(self, budget: int = _CACHE_ENTRIES):
-        self.budget = budget
+    def __init__(self, budget: int | None = None):
+        self.budget = _CACHE_ENTRIES if budget is None else budget
         self._plans: dict[tuple, LoopPlan] = {}
         self._held = 0
         self.hits = 0
