@@ -10,6 +10,7 @@ happen when the instruction executes.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -65,6 +66,12 @@ class DecodedProgram:
 
 def decode_for_sim(cfg: HwConfig, dram: np.ndarray, insn_addr: int, insn_count: int) -> DecodedProgram:
     """Read `insn_count` instructions at byte `insn_addr` and validate them."""
+    end = _check_args(dram, insn_addr, insn_count)
+    return _decode(cfg, dram[insn_addr:end], insn_count)
+
+
+def _check_args(dram: np.ndarray, insn_addr: int, insn_count: int) -> int:
+    """The end byte of the instructions, or SimError naming the bad argument."""
     check_dram(dram)
     if insn_count < 0:
         raise SimError(f"must not be negative, got {insn_count}", field="insn_count")
@@ -74,7 +81,34 @@ def decode_for_sim(cfg: HwConfig, dram: np.ndarray, insn_addr: int, insn_count: 
     if end > dram.size:
         raise SimError(f"instructions [{insn_addr:#x}, {end:#x}) run past the end of DRAM "
                        f"({dram.size:#x} bytes)", field="insn_addr")
-    words = words_from_bytes(dram[insn_addr:end])
+    return end
+
+
+_DECODED: "OrderedDict[tuple, DecodedProgram]" = OrderedDict()
+_DECODED_INSNS = 1 << 18
+"""Instructions kept decoded over all remembered programs (about 0.5 KB each)."""
+
+
+def decode_cached(cfg: HwConfig, dram: np.ndarray, insn_addr: int, insn_count: int) -> DecodedProgram:
+    """decode_for_sim, remembered by config and instruction bytes: a compiled network runs the
+    same programs at every inference.  The program is shared, so nothing may modify it."""
+    _check_args(dram, insn_addr, insn_count)
+    code = dram[insn_addr:insn_addr + insn_count * INSN_BYTES]
+    key = (cfg, code.tobytes())
+    prog = _DECODED.get(key)
+    if prog is not None:
+        _DECODED.move_to_end(key)
+        return prog
+    prog = _decode(cfg, code, insn_count)
+    if insn_count <= _DECODED_INSNS:
+        _DECODED[key] = prog
+        while sum(p.n for p in _DECODED.values()) > _DECODED_INSNS:
+            _DECODED.popitem(last=False)
+    return prog
+
+
+def _decode(cfg: HwConfig, code: np.ndarray, insn_count: int) -> DecodedProgram:
+    words = words_from_bytes(code)
     mem = decode_columns(words, mem_layout(cfg))
     gemm = decode_columns(words, gemm_layout(cfg))
     alu = decode_columns(words, alu_layout(cfg))

@@ -16,7 +16,7 @@ import numpy as np
 from vtakit.errors import SimError
 from vtakit.isa.config import HwConfig
 from vtakit.sim.cycle import run_cycle
-from vtakit.sim.decoded import decode_for_sim
+from vtakit.sim.decoded import decode_cached
 from vtakit.sim.functional import run_functional
 from vtakit.sim.machine import Machine
 from vtakit.sim.stats import Counters, RunStats
@@ -50,7 +50,7 @@ def execute(machine: Machine, insn_addr: int, insn_count: int, *, model: str = "
     model = model_name(model)
     cfg = machine.cfg
     t0 = time.perf_counter()
-    prog = decode_for_sim(cfg, machine.dram, insn_addr, insn_count)
+    prog = decode_cached(cfg, machine.dram, insn_addr, insn_count)
     counters = Counters()
     recorder = None
     if trace is not None:

@@ -168,6 +168,10 @@ def alu_apply(op: int, x: np.ndarray, y, acc_dtype: np.dtype, shr_bits: int) -> 
         return (x.astype(np.int64) * y).astype(acc_dtype)
     # SHR: the low shr_bits bits of y, read as signed, are the shift; negative shifts left.
     half, full = 1 << (shr_bits - 1), 1 << shr_bits
+    if isinstance(y, int):  # an immediate: one shift, in one direction
+        a = (y & (full - 1)) - (full if y & half else 0)
+        x64 = x.astype(np.int64)
+        return (x64 >> a if a >= 0 else x64 << -a).astype(acc_dtype)
     amount = np.bitwise_and(y, full - 1)
     amount = np.where(amount >= half, amount - full, amount)
     x64 = x.astype(np.int64)

@@ -49,6 +49,8 @@ class Machine:
         # Per memory type, indexed by mem_id: hot-path lookups without enum calls.
         self._elem_bytes = [cfg.elem_bytes(m) for m in MemId]
         self._depth = [cfg.depth(m) for m in MemId]
+        self._acc2d = self.acc.reshape(cfg.acc_depth, -1)
+        self._shr_bits = cfg.shr_arg_bits
         le = {MemId.INP: (self.inp, cfg.inp_dtype), MemId.WGT: (self.wgt, cfg.wgt_dtype),
               MemId.ACC: (self.acc, cfg.acc_dtype), MemId.ACC_8BIT: (self.acc, np.dtype(np.int8))}
         self._targets = {m: (buf, dtype.newbyteorder("<")) for m, (buf, dtype) in le.items()}
@@ -153,17 +155,17 @@ class Machine:
         (_, reset, bgn, end, it_out, it_in, dfo, dfi, sfo, sfi, wfo, wfi) = args
         if end <= bgn or it_out == 0 or it_in == 0:
             return
-        cfg = self.cfg
         d0, s0, w0 = self.uop_dst[bgn:end], self.uop_src[bgn:end], self.uop_wgt[bgn:end]
         out = self.out
         key = (True, reset, d0.tobytes(), s0.tobytes(), w0.tobytes(), it_out, it_in, dfo, dfi, sfo, sfi, wfo, wfi)
         plan = self.plans.get(key, lambda: gemm_plan(d0, s0, w0, it_out, it_in, dfo, dfi, sfo, sfi, wfo, wfi,
                                                      bool(reset), out is not None))
         top_d, top_s, top_w = plan.tops
-        _check_top(top_d, cfg.acc_depth, "dst", "accumulator")
+        depth = self._depth
+        _check_top(top_d, depth[MemId.ACC], "dst", "accumulator")
         if not reset or out is not None:  # VTA's reset GEMM still reads its operands
-            _check_top(top_s, cfg.inp_depth, "src", "input")
-            _check_top(top_w, cfg.wgt_depth, "wgt", "weight")
+            _check_top(top_s, depth[MemId.INP], "src", "input")
+            _check_top(top_w, depth[MemId.WGT], "wgt", "weight")
         acc, kernel = self.acc, self._gemm
         for chunk in plan.chunks:
             self._check_deadline()
@@ -183,16 +185,15 @@ class Machine:
         (_, reset, bgn, end, it_out, it_in, dfo, dfi, sfo, sfi, op, use_imm, imm) = args
         if end <= bgn or it_out == 0 or it_in == 0:
             return
-        cfg = self.cfg
         d0, s0 = self.uop_dst[bgn:end], self.uop_src[bgn:end]
         tensor = not reset and not use_imm
+        depth = self._depth[MemId.ACC]
         key = (False, tensor, d0.tobytes(), s0.tobytes() if tensor else b"", it_out, it_in, dfo, dfi, sfo, sfi)
-        plan = self.plans.get(key, lambda: alu_plan(d0, s0, it_out, it_in, dfo, dfi, sfo, sfi, tensor,
-                                                    cfg.acc_depth))
-        _check_top(plan.tops[0], cfg.acc_depth, "dst", "accumulator")
+        plan = self.plans.get(key, lambda: alu_plan(d0, s0, it_out, it_in, dfo, dfi, sfo, sfi, tensor, depth))
+        _check_top(plan.tops[0], depth, "dst", "accumulator")
         if tensor:
-            _check_top(plan.tops[1], cfg.acc_depth, "src", "accumulator")
-        acc2d = self.acc.reshape(cfg.acc_depth, -1)
+            _check_top(plan.tops[1], depth, "src", "accumulator")
+        acc2d, shr_bits = self._acc2d, self._shr_bits
         # Chunks run in loop order, so the sequential semantics carry across them.
         for chunk in plan.chunks:
             self._check_deadline()
@@ -200,7 +201,7 @@ class Machine:
             if reset:
                 acc2d[chunk.touched] = 0
             else:
-                alu_run(acc2d, op, chunk, imm, cfg.shr_arg_bits)
+                alu_run(acc2d, op, chunk, imm, shr_bits)
             if self.out is not None:
                 self.out[chunk.touched] = self.acc[chunk.touched]
 

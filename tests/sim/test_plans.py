@@ -144,3 +144,21 @@ def test_huge_loops_are_not_kept():
     assert not plan.cacheable and len(cache._plans) == 0
     small = cache.get(("small",), lambda: plans.gemm_plan(d0, d0, d0, 2, 2, 64, 0, 0, 0, 0, 0, False, True))
     assert small.cacheable and cache.get(("small",), lambda: None) is small
+
+
+def test_decoded_programs_are_remembered_by_their_bytes():
+    """A network's programs are decoded once; changed bytes or a bad program are never served stale."""
+    from vtakit.errors import SimError
+    from vtakit.isa.fields import INSN_BYTES
+    from vtakit.sim.decoded import decode_cached
+
+    img = random_program(HwConfig.preset("pynq"), 3)
+    dram = img.dram.copy()
+    first = decode_cached(img.config, dram, img.insn_addr, img.insn_count)
+    assert decode_cached(img.config, dram.copy(), img.insn_addr, img.insn_count) is first
+    assert decode_cached(HwConfig.preset("1x8"), dram, img.insn_addr, img.insn_count) is not first
+    last = img.insn_addr + (img.insn_count - 1) * INSN_BYTES  # the FINISH becomes an unknown opcode
+    dram[last] |= 0x7
+    for _ in range(2):
+        with pytest.raises(SimError, match="unknown opcode"):
+            decode_cached(img.config, dram, img.insn_addr, img.insn_count)
