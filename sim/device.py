@@ -18,6 +18,7 @@ from vtakit.isa.config import HwConfig
 from vtakit.sim.cycle import run_cycle
 from vtakit.sim.decoded import decode_cached
 from vtakit.sim.functional import run_functional
+from vtakit.sim.kernels import one_blas_thread
 from vtakit.sim.machine import Machine
 from vtakit.sim.stats import Counters, RunStats
 from vtakit.sim.trace import TraceRecorder
@@ -59,10 +60,11 @@ def execute(machine: Machine, insn_addr: int, insn_count: int, *, model: str = "
     cycles, modules = None, {}
     machine.deadline = time.monotonic() + timeout_s if timeout_s else None
     try:
-        if model == "cycle":
-            cycles, modules = run_cycle(prog, machine, counters, insn_addr, recorder, timeout_s)
-        else:
-            run_functional(prog, machine, counters, recorder, timeout_s)
+        with one_blas_thread():
+            if model == "cycle":
+                cycles, modules = run_cycle(prog, machine, counters, insn_addr, recorder, timeout_s)
+            else:
+                run_functional(prog, machine, counters, recorder, timeout_s)
     finally:  # a trace of a run that deadlocked is the best way to see why
         trace_path = recorder.write(trace) if recorder is not None else None
     return RunStats(config=cfg, model=model, cycles=cycles, insns=counters.insns,

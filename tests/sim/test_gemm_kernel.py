@@ -96,3 +96,19 @@ def test_streams_outside_the_matrix_product_pattern(case):
     assert conv_blocks(dst, src, wgt) is None
     kernel.accumulate(acc, inp_f, wgt_f, dst, src, wgt)
     assert np.array_equal(acc, expected)
+
+
+def test_one_blas_thread_while_simulating_and_restored_after():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from vtakit.sim.kernels import one_blas_thread
+
+    def numpy_blas() -> list[int]:  # numpy's own BLAS: the one the kernels' products call
+        return [p["num_threads"] for p in threadpoolctl.threadpool_info()
+                if p["user_api"] == "blas" and "numpy" in p["filepath"]]
+
+    before = numpy_blas()
+    if not before:
+        pytest.skip("numpy's BLAS is not one threadpoolctl knows")
+    with one_blas_thread():
+        inside = numpy_blas()
+    assert inside == [1] * len(before) and numpy_blas() == before
