@@ -25,7 +25,6 @@ _CACHE_ENTRIES = 1 << 22
 """Index entries kept over all cached plans (8 bytes each) before the cache starts afresh."""
 
 
-
 def loop_indices(base: np.ndarray, it_out: int, it_in: int, f_out: int, f_in: int) -> np.ndarray:
     """Flat buffer indices in execution order (outer, inner, micro-op)."""
     if it_out == 1 and it_in == 1:
