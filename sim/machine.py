@@ -56,6 +56,8 @@ class Machine:
         self._targets = {m: (buf, dtype.newbyteorder("<")) for m, (buf, dtype) in le.items()}
         self._mirror = [(self.inp_f, self.inp) if m == MemId.INP else (self.wgt_f, self.wgt) if m == MemId.WGT
                         else None for m in MemId]
+        self._run = {int(Opcode.LOAD): self._load, int(Opcode.STORE): self._store, int(Opcode.GEMM): self._gemm_insn,
+                     int(Opcode.ALU): self._alu_insn}
         self.tokens = [0, 0, 0, 0]
         """Tokens waiting in the four dependency queues (see decoded.QUEUE_NAMES)."""
         self.deadline: float | None = None
@@ -64,16 +66,10 @@ class Machine:
     # ----------------------------------------------------------------- dispatch
     def execute(self, prog: DecodedProgram, i: int, counters: Counters) -> None:
         args = prog.args[i]
-        op = args[0]
+        run = self._run.get(args[0])  # FINISH: nothing to do
         try:
-            if op == Opcode.LOAD:
-                self._load(args, counters)
-            elif op == Opcode.STORE:
-                self._store(args, counters)
-            elif op == Opcode.GEMM:
-                self._gemm_insn(args, counters)
-            elif op == Opcode.ALU:
-                self._alu_insn(args, counters)
+            if run is not None:
+                run(args, counters)
         except _Fault as fault:
             raise SimError(fault.message, insn_index=i, field=fault.field,
                            mnemonic=prog.mnemonic(i)) from None
