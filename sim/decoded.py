@@ -10,6 +10,7 @@ happen when the instruction executes.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -85,6 +86,7 @@ def _check_args(dram: np.ndarray, insn_addr: int, insn_count: int) -> int:
 
 
 _DECODED: "OrderedDict[tuple, DecodedProgram]" = OrderedDict()
+_DECODED_LOCK = threading.Lock()
 _DECODED_INSNS = 1 << 18
 """Instructions kept decoded over all remembered programs (about 0.5 KB each)."""
 
@@ -95,15 +97,17 @@ def decode_cached(cfg: HwConfig, dram: np.ndarray, insn_addr: int, insn_count: i
     _check_args(dram, insn_addr, insn_count)
     code = dram[insn_addr:insn_addr + insn_count * INSN_BYTES]
     key = (cfg, code.tobytes())
-    prog = _DECODED.get(key)
-    if prog is not None:
-        _DECODED.move_to_end(key)
-        return prog
+    with _DECODED_LOCK:  # devices may run in threads (the tuner's pool)
+        prog = _DECODED.get(key)
+        if prog is not None:
+            _DECODED.move_to_end(key)
+            return prog
     prog = _decode(cfg, code, insn_count)
     if insn_count <= _DECODED_INSNS:
-        _DECODED[key] = prog
-        while sum(p.n for p in _DECODED.values()) > _DECODED_INSNS:
-            _DECODED.popitem(last=False)
+        with _DECODED_LOCK:
+            _DECODED[key] = prog
+            while sum(p.n for p in _DECODED.values()) > _DECODED_INSNS:
+                _DECODED.popitem(last=False)
     return prog
 
 
