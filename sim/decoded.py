@@ -87,8 +87,8 @@ def _check_args(dram: np.ndarray, insn_addr: int, insn_count: int) -> int:
 
 _DECODED: "OrderedDict[tuple, DecodedProgram]" = OrderedDict()
 _DECODED_LOCK = threading.Lock()
-_DECODED_INSNS = 1 << 18
-"""Instructions kept decoded over all remembered programs (about 0.5 KB each)."""
+_DECODED_INSNS = 1 << 16
+"""Instructions kept decoded over all remembered programs (under 1 KB each: at most ~50 MB)."""
 
 
 def decode_cached(cfg: HwConfig, dram: np.ndarray, insn_addr: int, insn_count: int) -> DecodedProgram:
