@@ -112,3 +112,16 @@ def test_one_blas_thread_while_simulating_and_restored_after():
     with one_blas_thread():
         inside = numpy_blas()
     assert inside == [1] * len(before) and numpy_blas() == before
+
+
+@pytest.mark.parametrize("shr_bits", [5, 6])
+def test_shr_by_an_immediate_equals_shr_by_a_vector(shr_bits):
+    """The immediate SHR takes one shift; it must read the amount (sign, wrap) as the vector form does."""
+    from vtakit.isa.opcodes import AluOp
+    from vtakit.sim.kernels import alu_apply
+
+    x = np.array([[-2**31, -1, 0, 1, 2**31 - 1, 12345, -98765]], np.int32)
+    for imm in range(-80, 80):
+        vector = np.full(x.shape, imm, np.int64)
+        assert np.array_equal(alu_apply(AluOp.SHR, x, imm, np.dtype(np.int32), shr_bits),
+                              alu_apply(AluOp.SHR, x, vector, np.dtype(np.int32), shr_bits)), imm
