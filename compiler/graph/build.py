@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from vtakit.errors import CompileError
-from vtakit.compiler.graph.fusion import fuse_residual_adds
+from vtakit.compiler.graph.fusion import fuse_max_pools, fuse_residual_adds
 from vtakit.compiler.graph.fold import canonicalize_dense, fold_into_conv, fold_pads, fuse_activations
 from vtakit.compiler.graph.ir import Graph
 from vtakit.compiler.graph.lower import VtaTask, lower_node
@@ -174,6 +174,8 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
     place = partition(q, cfg, partition_options)
     if (partition_options or PartitionOptions()).fuse_residual:
         place = fuse_residual_adds(q, place)
+    if (partition_options or PartitionOptions()).fuse_pool:
+        place = fuse_max_pools(q, place)
     consts: dict[str, np.ndarray] = {}
     tasks: list = []
     for n in q.nodes:

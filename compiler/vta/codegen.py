@@ -19,6 +19,8 @@ from vtakit.compiler.vta.loopnest import LoopNest, walk
 from vtakit.compiler.vta.lowering import (IDENTITY, Fill, Folded, IntrinsicCall, Record, UopCache, allocate,
                                           added_call, compute_call, direct_operands, fold, insert_tokens, match,
                                           moved_calls, moves_int8, plan_transfers, stage_name, tile_calls, tile_op)
+from vtakit.compiler.vta.lowering.pool import (POOL_CARRY, POOL_OUT, POOL_ROWS, pool_calls, pool_tile,
+                                               pooled_shape, tile_order_reason)
 from vtakit.compiler.vta.program import Program, TensorSpec, link_words
 from vtakit.compiler.vta.regions import Region, region_of
 from vtakit.compiler.vta.te import ComputeDef
@@ -79,6 +81,12 @@ class _Lowering:
         self.out = self.compute.out.tensor.name
         self.direct = set(direct_operands(self.compute, cfg))
         self.identity_loaded = False
+        if self.compute.pool is not None:
+            tiles = [region_of(self.compute.out, nest.box(s.values, nest.placement[self.out]))
+                     for s in self.stmts if s.kind == "out_begin"]
+            reason = tile_order_reason(self.compute, tiles)
+            if reason:
+                raise CompileError(f"this schedule cannot fuse the max pool: {reason}", op=self.compute.name)
 
     # ---------------------------------------------------------------- emit
     def _copy(self, tensor: str, thread: int) -> int:
@@ -233,11 +241,29 @@ class _Lowering:
                 reads.append((IDENTITY, 0))
             self._loop_insn(call, reads=reads, writes=[slot])
         region = regions[self.out]
+        if self.compute.pool is not None:
+            self._pool(region, bases[self.out], slot, thread)
+            return
         for plane in range(self.compute.out_planes):
             if plane:  # int32 results leave as bytes: shift the next byte down, store it
                 shift = tile_op(self.nest, regions, bases, AluOp.SHR, _OUT_PLANE_SHIFT)
                 self._loop_insn(shift, writes=[slot])
             self._transfer(self.out, region, thread, store=True, plane=plane)
+
+    def _pool(self, region: Region, base: int, slot, thread: int) -> None:
+        """The fused max pool over the finished tile, then the pooled rows' store (lowering.pool)."""
+        out = (POOL_OUT, self._copy(POOL_OUT, thread))
+        t = pool_tile(self.compute, region, base, self.alloc.base[(POOL_ROWS, 0)], self.alloc.base[out],
+                      self.alloc.base[(POOL_CARRY, 0)])
+        slots = {"tile": slot, POOL_ROWS: (POOL_ROWS, 0), POOL_OUT: out, POOL_CARRY: (POOL_CARRY, 0)}
+        for call, src, dst in pool_calls(self.compute, t):
+            self._loop_insn(call, reads=[slots[src]] if src else [], writes=[slots[dst]])
+        if t.i1 > t.i0:
+            for tr in plan_transfers(t.store_region(self.compute), self.alloc.base[out],
+                                     what=f"{self.compute.name}: out", allow_pad=False)[0]:
+                self.records.append(Record(Store(MemId.OUT, tr.sram_base, tr.dram_offset, tr.y_size, tr.x_size,
+                                                 tr.x_stride, tr.y_pad_0, tr.y_pad_1, tr.x_pad_0, tr.x_pad_1),
+                                           reads=frozenset([out]), reloc=self.out))
 
 
 def lower(nest: LoopNest, cfg: HwConfig, name: str | None = None) -> CompiledOp:
@@ -252,6 +278,8 @@ def lower(nest: LoopNest, cfg: HwConfig, name: str | None = None) -> CompiledOp:
     tensors = {t.name: TensorSpec(t.name, t.shape, t.mem,
                                   compute.out_planes if t.name == compute.out.tensor.name else 1)
                for t in compute.tensors().values()}
+    if compute.pool is not None:  # what leaves is the pooled tile
+        tensors[compute.out.tensor.name] = TensorSpec(compute.out.tensor.name, pooled_shape(compute), MemId.OUT)
     if IDENTITY in relocs:
         tensors[IDENTITY] = TensorSpec(IDENTITY, (1,), MemId.WGT)
     table = low.uops.dram_table()
