@@ -19,8 +19,8 @@ from vtakit.compiler.vta.loopnest import LoopNest, walk
 from vtakit.compiler.vta.lowering import (IDENTITY, Fill, Folded, IntrinsicCall, Record, UopCache, allocate,
                                           added_call, compute_call, direct_operands, fold, insert_tokens, match,
                                           moved_calls, moves_int8, plan_transfers, stage_name, tile_calls, tile_op)
-from vtakit.compiler.vta.lowering.pool import (POOL_CARRY, POOL_OUT, POOL_ROWS, pool_calls, pool_tile,
-                                               pooled_shape, tile_order_reason)
+from vtakit.compiler.vta.lowering.pool import (POOL_CARRY, POOL_OUT, POOL_ROWS, after_pool, halo_rows, pool_calls,
+                                               pool_tile, pooled_shape, post_calls, tile_order_reason)
 from vtakit.compiler.vta.program import Program, TensorSpec, link_words
 from vtakit.compiler.vta.regions import Region, region_of
 from vtakit.compiler.vta.te import ComputeDef
@@ -87,6 +87,7 @@ class _Lowering:
             reason = tile_order_reason(self.compute, tiles)
             if reason:
                 raise CompileError(f"this schedule cannot fuse the max pool: {reason}", op=self.compute.name)
+            self.halo = halo_rows(self.compute.pool, self.compute.out.tensor.shape[2], [t.lo[2] for t in tiles])
 
     # ---------------------------------------------------------------- emit
     def _copy(self, tensor: str, thread: int) -> int:
@@ -234,7 +235,10 @@ class _Lowering:
     def _out_end(self, box, thread: int) -> None:
         regions, bases = self._view(thread)
         slot = self._slot(self.out, thread)
-        for call, step in zip(tile_calls(self.nest, box, regions, bases, "end"), self.compute.steps):
+        steps = self.compute.steps
+        if self.compute.pool is not None:  # the monotone tail runs on the pooled tile (lowering.pool)
+            steps = steps[:after_pool(steps)]
+        for call, step in zip(tile_calls(self.nest, box, regions, bases, "end"), steps):
             reads = [self._slot(step.operand.tensor.name, thread)] if step.operand is not None else []
             if step.operand is not None and step.operand.tensor.name in self.direct:
                 call = added_call(call, self.alloc.base[(IDENTITY, 0)])
@@ -251,20 +255,27 @@ class _Lowering:
             self._transfer(self.out, region, thread, store=True, plane=plane)
 
     def _pool(self, region: Region, base: int, slot, thread: int) -> None:
-        """The fused max pool over the finished tile, then the pooled rows' store (lowering.pool)."""
+        """The fused max pool over the tile, the epilogue's tail over the pooled tile, then its store
+        (lowering.pool)."""
+        c = self.compute
         out = (POOL_OUT, self._copy(POOL_OUT, thread))
-        t = pool_tile(self.compute, region, base, self.alloc.base[(POOL_ROWS, 0)], self.alloc.base[out],
+        t = pool_tile(c, region, self.halo, base, self.alloc.base[(POOL_ROWS, 0)], self.alloc.base[out],
                       self.alloc.base[(POOL_CARRY, 0)])
         slots = {"tile": slot, POOL_ROWS: (POOL_ROWS, 0), POOL_OUT: out, POOL_CARRY: (POOL_CARRY, 0)}
-        for call, src, dst in pool_calls(self.compute, t):
+        for call, src, dst in pool_calls(c, t):
             self._loop_insn(call, reads=[slots[src]] if src else [], writes=[slots[dst]])
-        if t.i1 > t.i0:
-            for tr in plan_transfers(t.store_region(self.compute), self.alloc.base[out],
-                                     what=f"{self.compute.name}: out", allow_pad=False)[0]:
-                self.records.append(Record(Store(MemId.OUT, tr.sram_base, tr.dram_offset, tr.y_size, tr.x_size,
-                                                 tr.x_stride, tr.y_pad_0, tr.y_pad_1, tr.x_pad_0, tr.x_pad_1),
-                                           reads=frozenset([out]), reloc=self.out))
-
+        if t.i1 == t.i0:
+            return
+        regions, bases = self._view(thread)
+        tail = c.steps[after_pool(c.steps):]
+        operands = {name: (regions[name], bases[name]) for name in {s.operand.tensor.name for s in tail if s.operand}}
+        for call, step in post_calls(c, t, tail, operands):
+            reads = [self._slot(step.operand.tensor.name, thread)] if step.operand is not None else []
+            self._loop_insn(call, reads=reads, writes=[out])
+        for tr in plan_transfers(t.store_region(c), self.alloc.base[out], what=f"{c.name}: out", allow_pad=False)[0]:
+            self.records.append(Record(Store(MemId.OUT, tr.sram_base, tr.dram_offset, tr.y_size, tr.x_size,
+                                             tr.x_stride, tr.y_pad_0, tr.y_pad_1, tr.x_pad_0, tr.x_pad_1),
+                                       reads=frozenset([out]), reloc=self.out))
 
 def lower(nest: LoopNest, cfg: HwConfig, name: str | None = None) -> CompiledOp:
     """Compile a scheduled operator into a relocatable instruction stream."""

@@ -26,7 +26,7 @@ from vtakit.compiler.vta.dispatch import conv2d_key, lookup as tuned
 from vtakit.compiler.vta.heuristics import (
     ConvShape, candidates, conv_shape, conv_terms, default_conv_knobs, default_eltwise_knobs,
 )
-from vtakit.compiler.vta.lowering.pool import carry_rows, pool_schedule_reason
+from vtakit.compiler.vta.lowering.pool import after_pool, anchor_tap, halo_rows, pool_schedule_reason, pooled_rows
 from vtakit.compiler.vta.packing import (
     KINDS as PACKINGS, ConvGeometry, ReductionPacking, choose_packing, packing as make_packing, with_bias_lanes,
 )
@@ -36,7 +36,6 @@ from vtakit.compiler.vta.runtime import (
 from vtakit.compiler.vta.schedule import Schedule, apply
 from vtakit.compiler.vta.te import ComputeDef, PoolWindow, conv2d_def, eltwise_def, maxpool_def, split_channel_shift
 from vtakit.compiler.vta.templates import ConvKnobs, EltwiseKnobs, conv_schedule, eltwise_schedule
-from vtakit.isa.arith import ceil_div
 from vtakit.isa.config import HwConfig
 from vtakit.isa.opcodes import AluOp
 from vtakit.sim.stats import RunStats
@@ -180,27 +179,37 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
 
 
 def pool_conv_knobs(cfg: HwConfig, s: ConvShape, compute: ComputeDef, vthreads: int | None = None) -> ConvKnobs:
-    """The cheapest convolution knobs (heuristics' cost model, the pool's ALU passes counted as epilogue
-    passes) that keep whole rows per tile and leave acc room for the pool's scratch, pooled tile and
-    carry (lowering/pool.py); threads over rows then take every other tile (`conv_schedule(interleave)`)."""
+    """The cheapest convolution knobs by heuristics' cost model (the pool's ALU work and the epilogue's
+    tail on the pooled tile counted as epilogue passes over the tile) that keep whole rows per tile
+    and leave acc room for the pool's buffers (lowering/pool.py); threads over rows then take
+    alternate tiles (`conv_schedule(interleave)`)."""
     p = compute.pool
-    pw = p.out_size(s.ow)
-    # ALU cycles per conv output entry: the row taps (2 cycles each, a tensor operand) and the pooled
-    # rows' MIN and taps, per output entry of the tile
-    passes = round((2 * p.kernel * pw / s.ow) * (1 + 1 / p.stride) + 1)
-    shape = replace(s, epilogue_ops=s.epilogue_ops + passes)
-    carry = s.nb * s.ocb * carry_rows(p) * pw
+    pw, ph = p.out_size(s.ow), p.out_size(s.oh)
+    anchor = anchor_tap(p, s.ow) is not None
+    tail = len(compute.steps) - after_pool(compute.steps)
+    # ALU cycles per pooled entry (2 per tensor-operand micro-op): the row taps, the reset and taps of
+    # the pooled rows, the tail; as passes over the conv tile's entries
+    per_pooled = 2 * p.kernel * (p.kernel if not anchor else p.kernel - 1) / max(1, p.stride) + 1 + 2 * p.kernel \
+        + 1.5 * tail
+    passes = per_pooled * ph * pw / (s.oh * s.ow) - tail
+    shape = replace(s, epilogue_ops=max(0, round(s.epilogue_ops + passes)))
     best: tuple[float, ConvKnobs] | None = None
     for t_oc, t_ic, t_oh in product(candidates(s.ocb), candidates(s.icb), candidates(s.oh)):
+        if pool_schedule_reason(compute, t_oh, s.ow):
+            continue
+        starts = list(range(0, s.oh, t_oh))
+        halo = halo_rows(p, s.oh, starts)
+        out_rows = max(len(pooled_rows(p, s.oh, a, min(a + t_oh, s.oh))) for a in starts)
+        extra = t_oc * out_rows * pw  # per thread
+        shared = s.nb * s.ocb * halo * pw + (0 if anchor else t_oc * t_oh * pw)
         for order, axis, vt, hoist in product(("oc", "sp"), ("oh", "oc"), [vthreads] if vthreads else [2, 1],
                                               (False, True)):
             k = ConvKnobs(t_oc, t_oh, s.ow, t_ic, order, axis, vt, hoist)
-            terms = None if pool_schedule_reason(compute, t_oh, s.ow) else conv_terms(cfg, shape, k)
+            terms = conv_terms(cfg, shape, k)
             if terms is None:
                 continue
-            pooled = t_oc * (ceil_div(t_oh, p.stride) + p.kernel) * pw
             res = terms.acc_tile if s.residual and cfg.acc8_load else 0
-            acc = (terms.acc_tile + t_oc * s.vectors + res + pooled) * vt + t_oc * t_oh * pw + carry
+            acc = (terms.acc_tile + t_oc * s.vectors + res + extra) * vt + shared
             if acc <= cfg.acc_depth and (best is None or terms.cycles < best[0]):
                 best = (terms.cycles, k)
     if best is None:

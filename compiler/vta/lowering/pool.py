@@ -1,18 +1,21 @@
 """A max pool fused into a convolution's output tile: the pooled tile is what the task stores.
 
-After the requantizing epilogue a tile holds int8 values (in acc entries) for conv rows [a, b) and
-every column.  The ALU then pools it on chip, never writing the conv's own output to DRAM:
+A tile holds the conv's accumulators for rows [a, b) and every column.  The epilogue's leading steps
+run over it; its monotone tail (shifts right, by an immediate or a per-channel vector, and clips: each
+a non-decreasing function per channel, so it commutes with max) runs after the pool, over a quarter
+of the entries for a 3x3/2 pool.  The ALU pools on chip, never writing the conv's output to DRAM:
 
-1. rows: each tile row's windows along the width into a compact scratch (`POOL_ROWS`: MIN to
-   minus infinity, then one MAX per window tap, the taps' valid windows only: padding never wins);
-2. columns: each pooled row whose last valid conv row lies in this tile takes the MAX of its valid
-   tap rows (MIN, then one MAX per tap) into the start of the tile's own slot, which the store
-   then reads; rows above the tile come from `POOL_CARRY`;
-3. carry: the rows the next tile's windows still need are copied to `POOL_CARRY` (per output
-   block, so any tile order works as long as each block's row tiles finish top to bottom: the tiles
-   hold whole rows, and virtual threads over rows take alternate tiles, `conv_schedule(interleave)`).
+1. rows: each tile row's windows along the width, in place at an anchor column (a tap no other
+   window reads: one MAX per other tap), or into the compact scratch `POOL_ROWS`;
+2. columns: each pooled row whose last valid conv row lies in this tile gathers its valid tap rows
+   (a GEMM reset, an ADD of its first tap, a MAX per further tap: exact for any int32) into
+   `POOL_OUT`, one per virtual thread, which the store reads; rows above the tile come from
+   `POOL_CARRY`; padding is skipped (it never wins a max);
+3. carry: the rows the next tile's windows still need are copied to `POOL_CARRY` (per output block,
+   so any tile order works as long as each block's row tiles finish top to bottom: the tiles hold
+   whole rows, and virtual threads over rows take alternate tiles, `conv_schedule(interleave)`).
 
-Tiles overlap by the pool's halo through the carry; no conv row is computed twice.
+No conv row is computed twice.
 """
 
 from __future__ import annotations
@@ -22,17 +25,26 @@ from dataclasses import dataclass
 from vtakit.compiler.vta.affine import Affine
 from vtakit.compiler.vta.lowering.tensorize import IntrinsicCall
 from vtakit.compiler.vta.regions import Region
-from vtakit.compiler.vta.te import ACC_MIN_IMM, ComputeDef, PoolWindow
+from vtakit.compiler.vta.te import AluStep, ComputeDef, PoolWindow
 from vtakit.isa.opcodes import AluOp
 
-POOL_ROWS = "pool_rows"    # acc scratch: one tile's rows pooled along the width
-POOL_CARRY = "pool_carry"  # acc: per output block, the last rows the next tile's windows read
+POOL_ROWS = "pool_rows"    # acc scratch: one tile's rows pooled along the width (no anchor tap only)
 POOL_OUT = "pool_out"      # acc, one per virtual thread: the pooled tile the store reads
+POOL_CARRY = "pool_carry"  # acc: per output block, the last rows the next tile's windows read
+
+_MONOTONE = (AluOp.SHR, AluOp.MIN, AluOp.MAX)
 
 
-def carry_rows(p: PoolWindow) -> int:
-    """Conv rows a tile may need from the tile before it."""
-    return max(0, p.kernel - 1)
+def after_pool(steps: tuple[AluStep, ...]) -> int:
+    """Where the epilogue's monotone tail starts: shifts right and clips by immediates or per-channel
+    vectors commute with max, so they run on the pooled tile (steps before run on the whole tile)."""
+    cut = len(steps)
+    while cut and steps[cut - 1].op in _MONOTONE and (
+            steps[cut - 1].operand is None and (steps[cut - 1].imm or 0) >= 0
+            or steps[cut - 1].op is AluOp.SHR and set(v for e in steps[cut - 1].operand.index for v in e.vars)
+            <= {"n", "oc"}):
+        cut -= 1
+    return cut
 
 
 def anchor_tap(p: PoolWindow, n: int) -> int | None:
@@ -50,24 +62,44 @@ def pooled_shape(compute: ComputeDef) -> tuple[int, ...]:
     return (nb, ocb, compute.pool.out_size(oh), compute.pool.out_size(ow))
 
 
+def pooled_rows(p: PoolWindow, oh: int, a: int, b: int) -> range:
+    """The pooled rows whose last valid conv row lies in [a, b) (a tile of rows a..b-1 finishes them)."""
+    done = [i for i in range(p.out_size(oh)) if a <= p.valid(i, oh)[-1] < b]
+    return range(done[0], done[-1] + 1) if done else range(0)
+
+
+def halo_rows(p: PoolWindow, oh: int, starts: list[int]) -> int:
+    """Conv rows a tile needs from the tile before it, at most, for tiles starting at `starts`."""
+    halo = 0
+    bounds = sorted(set(starts)) + [oh]
+    for a, b in zip(bounds, bounds[1:]):
+        rows = pooled_rows(p, oh, a, b)
+        if rows:
+            halo = max(halo, a - p.valid(rows[0], oh)[0])
+    return halo
+
+
 def pool_footprints(compute: ComputeDef, tiles: list[Region]) -> dict[str, int]:
     """acc entries of the row scratch and pooled tile (largest tile) and of the carry (every block)."""
     p = compute.pool
-    nb, ocb, _, ow = compute.out.tensor.shape
+    nb, ocb, oh, ow = compute.out.tensor.shape
     pw = p.out_size(ow)
-    pooled = [pool_tile(compute, t, 0, 0, 0, 0) for t in tiles]
+    halo = halo_rows(p, oh, [t.lo[2] for t in tiles])
+    pooled = [pool_tile(compute, t, halo, 0, 0, 0, 0) for t in tiles]
     scratch = 0 if anchor_tap(p, ow) is not None else max(t.nn * t.nc * (t.b - t.a) * pw for t in pooled)
     return {POOL_ROWS: scratch, POOL_OUT: max(t.nn * t.nc * (t.i1 - t.i0) * pw for t in pooled),
-            POOL_CARRY: nb * ocb * carry_rows(p) * pw}
+            POOL_CARRY: nb * ocb * halo * pw}
 
 
 def pool_schedule_reason(compute: ComputeDef, tile_oh: int, tile_ow: int) -> str | None:
     """Why convolution tiles of tile_oh x tile_ow cannot carry a fused pool (None if they can)."""
+    p = compute.pool
     _, _, oh, ow = compute.out.tensor.shape
     if tile_ow < ow:
         return f"tile_ow {tile_ow} splits the {ow} output columns (the pool needs whole rows per tile)"
-    if tile_oh < min(oh, carry_rows(compute.pool)):
-        return f"tile_oh {tile_oh} is below the pool's {carry_rows(compute.pool)} halo rows"
+    halo = halo_rows(p, oh, list(range(0, oh, tile_oh)))
+    if halo > tile_oh:
+        return f"tile_oh {tile_oh} is below the pool's {halo} halo rows"
     return None
 
 
@@ -83,6 +115,7 @@ class PoolTile:
     b: int
     i0: int
     i1: int
+    halo: int         # carry rows per block
     tile: Region      # the conv tile in its acc slot (whole rows)
     base: int         # the tile slot's first entry
     rows_base: int    # POOL_ROWS
@@ -95,87 +128,127 @@ class PoolTile:
                       (1, 1, 1, 1), shape)
 
 
-def pool_tile(compute: ComputeDef, tile: Region, base: int, rows_base: int, out_base: int,
+def pool_tile(compute: ComputeDef, tile: Region, halo: int, base: int, rows_base: int, out_base: int,
               carry_base: int) -> PoolTile:
-    p = compute.pool
     oh = compute.out.tensor.shape[2]
     n0, c0, a, _ = tile.lo
     nn, nc, rows, _ = tile.count
     b = min(a + rows, oh)
-    done = [i for i in range(p.out_size(oh)) if a <= p.valid(i, oh)[-1] < b]
-    i0, i1 = (done[0], done[-1] + 1) if done else (0, 0)
-    return PoolTile(n0, nn, c0, nc, a, b, i0, i1, tile, base, rows_base, out_base, carry_base)
+    done = pooled_rows(compute.pool, oh, a, b)
+    return PoolTile(n0, nn, c0, nc, a, b, done.start, done.stop, halo, tile, base, rows_base, out_base,
+                    carry_base)
 
 
-def pool_calls(compute: ComputeDef, t: PoolTile) -> list[tuple[IntrinsicCall, str, str]]:
-    """The ALU calls pooling one tile, in order, each with the buffer it reads and the one it writes
-    ("tile", POOL_ROWS, POOL_OUT or POOL_CARRY; "" for none).
+Call = tuple[IntrinsicCall, str, str]
 
-    With an anchor tap (`anchor_tap`, e.g. 3x3/2) each row pools in place at its anchor columns (one
-    MAX per other tap); else (e.g. stride 1) into the compact POOL_ROWS (MIN, then a MAX per tap)."""
+
+def _gather(outer: tuple, var: str, count: int, inner: tuple, dst: Affine, taps, writes: str) -> list[Call]:
+    """dst[o] for o < count (loop `var`, between the `outer` and `inner` loops) = max of its valid taps: a
+    GEMM reset, then per tap an ADD where it is the output's first valid tap, a MAX elsewhere (exact for
+    any int32, no minus-infinity fill).  `taps`: (first output, outputs, src affine in var, buffer)."""
+    def loops(m: int) -> tuple:
+        return outer + ((var, m),) + inner
+
+    calls: list[Call] = [(IntrinsicCall("reset", loops(count), dst), "", writes)]
+    seen: set[int] = set()
+    for start, n, src, where in taps:
+        ops = [AluOp.MAX if o in seen else AluOp.ADD for o in range(start, start + n)]
+        seen.update(range(start, start + n))
+        lo = 0
+        while lo < n:
+            hi = lo
+            while hi < n and ops[hi] == ops[lo]:
+                hi += 1
+            at = {var: Affine.var(var) + start + lo}
+            calls.append((IntrinsicCall("alu", loops(hi - lo), dst.substitute(at), src=src.substitute(at),
+                                        op=ops[lo]), where, writes))
+            lo = hi
+    return calls
+
+
+def pool_calls(compute: ComputeDef, t: PoolTile) -> list[Call]:
+    """The ALU calls pooling one tile before the epilogue's tail, in order, each with the buffer it
+    reads and the one it writes ("tile", POOL_ROWS, POOL_OUT or POOL_CARRY; "" for none)."""
     p = compute.pool
     _, ocb, oh, ow = compute.out.tensor.shape
-    pw, cr, s = p.out_size(ow), carry_rows(p), p.stride
+    pw, s, cr = p.out_size(ow), p.stride, t.halo
     s0, s1, s2, s3 = t.tile.strides
     rows, n_out = t.b - t.a, t.i1 - t.i0
     anchor = anchor_tap(p, ow)
     blocks = (("n", t.nn), ("c", t.nc))
-    calls: list[tuple[IntrinsicCall, str, str]] = []
     v = Affine.var
+    calls: list[Call] = []
 
-    def alu(loops, dst, src=None, imm=None, op=AluOp.MAX) -> IntrinsicCall:
-        return IntrinsicCall("alu", blocks + tuple(loops), dst, src=src, op=op, imm=imm)
-
-    def tile_at(row: Affine, col: Affine) -> Affine:        # conv tile entry, tile-relative row
+    def tile_at(row: Affine, col: Affine) -> Affine:            # conv tile entry, tile-relative row
         return v("n", s0) + v("c", s1) + row * s2 + col * s3 + t.base
 
-    def scratch(row: Affine, base: int, count: int) -> Affine:  # compact (n, c, row, j) at `base`
+    def compact(row: Affine, base: int, count: int) -> Affine:  # (n, c, row, j) rows of pw at `base`
         return v("n", t.nc * count * pw) + v("c", count * pw) + row * pw + v("j") + base
 
-    def carry(row: Affine) -> Affine:          # POOL_CARRY (n, c, carry row, j), absolute blocks
+    def carry(row: Affine) -> Affine:                           # POOL_CARRY, absolute blocks
         return (v("n", ocb * cr * pw) + v("c", cr * pw) + row * pw + v("j")
                 + t.carry_base + (t.n0 * ocb + t.c0) * cr * pw)
 
-    # 1. rows pooled along the width: hrow(row) addresses pooled row `row` (tile-relative), column j
+    # 1. rows pooled along the width: hrow(row) addresses pooled column j of tile row `row`
     if anchor is not None:
         def hrow(row: Affine) -> Affine:
             return tile_at(row, v("j", s) + (p.first(0) + anchor))
         where = "tile"
-        taps = [d for d in range(p.kernel) if d != anchor]
+        for d in range(p.kernel):
+            js = p.outputs(d, ow)
+            if d != anchor and js:
+                src = tile_at(v("r"), v("j", s) + (p.first(js.start) + d))
+                dst = hrow(v("r")).substitute({"j": v("j") + js.start})
+                calls.append((IntrinsicCall("alu", blocks + (("r", rows), ("j", len(js))), dst, src=src,
+                                            op=AluOp.MAX), "tile", "tile"))
     else:
         def hrow(row: Affine) -> Affine:
-            return scratch(row, t.rows_base, rows)
+            return compact(row, t.rows_base, rows)
         where = POOL_ROWS
-        taps = list(range(p.kernel))
-        calls.append((alu((("r", rows), ("j", pw)), hrow(v("r")), imm=ACC_MIN_IMM, op=AluOp.MIN), "", POOL_ROWS))
-    for d in taps:
-        js = p.outputs(d, ow)
-        if js:
-            src = tile_at(v("r"), v("j", s) + (p.first(js.start) + d))
-            dst = hrow(v("r")).substitute({"j": v("j") + js.start})
-            calls.append((alu((("r", rows), ("j", len(js))), dst, src=src), "tile", where))
-    # 2. pooled rows: out[i][j] = max over the valid tap rows (this tile's pooled rows, or the carry)
-    if n_out:
-        out_where = POOL_OUT
-        out = scratch(Affine(), t.out_base, n_out) + v("i", pw)
-        calls.append((alu((("i", n_out), ("j", pw)), out, imm=ACC_MIN_IMM, op=AluOp.MIN), "", out_where))
+        taps = []
         for d in range(p.kernel):
-            live = [i for i in p.outputs(d, oh) if t.i0 <= i < t.i1]
-            for part, from_carry in (([i for i in live if p.first(i) + d < t.a], True),
-                                     ([i for i in live if p.first(i) + d >= t.a], False)):
-                if not part:
-                    continue
-                row0 = p.first(part[0]) + d - t.a
-                src = carry(v("i", s) + row0 + cr) if from_carry else hrow(v("i", s) + row0)
-                calls.append((alu((("i", len(part)), ("j", pw)), out + (part[0] - t.i0) * pw, src=src),
-                              POOL_CARRY if from_carry else where, out_where))
-    # 3. carry: this tile's last pooled rows, for the next tile of the same blocks
+            js = p.outputs(d, ow)
+            if js:
+                taps.append((js.start, len(js), tile_at(v("r"), v("j", s) + (d - p.pad)), "tile"))
+        calls += _gather(blocks + (("r", rows),), "j", pw, (), hrow(v("r")), taps, POOL_ROWS)
+    # 2. pooled rows: out[i][j] = max over the valid tap rows (this tile's, or the carry's)
+    if n_out:
+        taps = []
+        for d in range(p.kernel):
+            live = [i - t.i0 for i in p.outputs(d, oh) if t.i0 <= i < t.i1]
+            for part, from_carry in (([i for i in live if p.first(i + t.i0) + d < t.a], True),
+                                     ([i for i in live if p.first(i + t.i0) + d >= t.a], False)):
+                if part:
+                    row = v("i", s) + (p.first(t.i0) + d - t.a)       # tile row of output i's tap d
+                    src = carry(row + cr) if from_carry else hrow(row)
+                    taps.append((part[0], len(part), src, POOL_CARRY if from_carry else where))
+        calls += _gather(blocks, "i", n_out, (("j", pw),), compact(v("i"), t.out_base, n_out), taps, POOL_OUT)
+    # 3. carry: this tile's last rows pooled along the width, for the next tile of the same blocks
     keep = range(max(t.a, t.b - cr), t.b) if t.b < oh else range(0)
     if keep:
         dst = carry(v("r") + (keep.start - (t.b - cr)))
-        calls.append((alu((("r", len(keep)), ("j", pw)), dst, imm=ACC_MIN_IMM, op=AluOp.MIN), "", POOL_CARRY))
-        calls.append((alu((("r", len(keep)), ("j", pw)), dst, src=hrow(v("r") + (keep.start - t.a))),
-                      where, POOL_CARRY))
+        src = hrow(v("r") + (keep.start - t.a))
+        calls += _gather(blocks, "r", len(keep), (("j", pw),), dst, [(0, len(keep), src, where)], POOL_CARRY)
+    return calls
+
+
+def post_calls(compute: ComputeDef, t: PoolTile, steps: tuple[AluStep, ...],
+               operands: dict[str, tuple[Region, int]]) -> list[tuple[IntrinsicCall, AluStep]]:
+    """The epilogue's tail over the pooled tile (`operands`: tensor -> its tile region and base)."""
+    pw = compute.pool.out_size(compute.out.tensor.shape[3])
+    n_out = t.i1 - t.i0
+    v = Affine.var
+    loops = (("n", t.nn), ("c", t.nc), ("i", n_out), ("j", pw))
+    dst = v("n", t.nc * n_out * pw) + v("c", n_out * pw) + v("i", pw) + v("j") + t.out_base
+    axes = {"n": v("n") + t.n0, "oc": v("c") + t.c0}
+    calls = []
+    for step in steps:
+        if step.operand is None:
+            calls.append((IntrinsicCall("alu", loops, dst, op=step.op, imm=step.imm), step))
+        else:
+            region, base = operands[step.operand.tensor.name]
+            index = tuple(e.substitute(axes) for e in step.operand.index)
+            calls.append((IntrinsicCall("alu", loops, dst, src=region.sram_offset(index) + base, op=step.op), step))
     return calls
 
 
@@ -183,7 +256,7 @@ def tile_order_reason(compute: ComputeDef, tiles: list[Region]) -> str | None:
     """Why the output tiles, in program order, cannot carry the pool's halo (None if they can): every
     tile must hold whole rows, and each block's row tiles must follow each other top to bottom."""
     _, _, oh, ow = compute.out.tensor.shape
-    cr = carry_rows(compute.pool)
+    halo = halo_rows(compute.pool, oh, [t.lo[2] for t in tiles])
     next_row: dict[tuple[int, int], int] = {}
     for t in tiles:
         n0, c0, a, x0 = t.lo
@@ -192,9 +265,9 @@ def tile_order_reason(compute: ComputeDef, tiles: list[Region]) -> str | None:
         for n in range(n0, n0 + t.count[0]):
             for c in range(c0, c0 + t.count[1]):
                 if next_row.get((n, c), 0) != a:
-                    return (f"the row tiles of output block {c} do not come top to bottom in order (virtual "
-                            f"threads over rows?): rows from {a} follow rows up to {next_row.get((n, c), 0)}")
+                    return (f"the row tiles of output block {c} do not come top to bottom in order: rows from "
+                            f"{a} follow rows up to {next_row.get((n, c), 0)}")
                 next_row[(n, c)] = a + t.count[2]
-        if t.count[2] < min(cr, oh - a):
-            return f"a tile of {t.count[2]} rows is below the pool's {cr} halo rows"
+        if a + t.count[2] < oh and t.count[2] < halo:
+            return f"a tile of {t.count[2]} rows is below the pool's {halo} halo rows"
     return None
