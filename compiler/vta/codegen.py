@@ -16,11 +16,13 @@ import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.vta.loopnest import LoopNest, walk
+from vtakit.compiler.vta.lowering.dma import Transfer
 from vtakit.compiler.vta.lowering import (IDENTITY, Fill, Folded, IntrinsicCall, Record, UopCache, allocate,
                                           added_call, compute_call, direct_operands, fold, insert_tokens, match,
                                           moved_calls, moves_int8, plan_transfers, stage_name, tile_calls, tile_op)
 from vtakit.compiler.vta.lowering.pool import (POOL_CARRY, POOL_OUT, POOL_ROWS, after_pool, halo_rows, pool_calls,
-                                               pool_tile, pooled_shape, post_calls, tile_order_reason)
+                                               pool_tile, pooled_shape, post_calls, tile_order_reason,
+                                               tiles_in_place)
 from vtakit.compiler.vta.program import Program, TensorSpec, link_words
 from vtakit.compiler.vta.regions import Region, region_of
 from vtakit.compiler.vta.te import ComputeDef
@@ -88,6 +90,7 @@ class _Lowering:
             if reason:
                 raise CompileError(f"this schedule cannot fuse the max pool: {reason}", op=self.compute.name)
             self.halo = halo_rows(self.compute.pool, self.compute.out.tensor.shape[2], [t.lo[2] for t in tiles])
+            self.pool_in_place = tiles_in_place(self.compute, tiles)
 
     # ---------------------------------------------------------------- emit
     def _copy(self, tensor: str, thread: int) -> int:
@@ -256,11 +259,11 @@ class _Lowering:
 
     def _pool(self, region: Region, base: int, slot, thread: int) -> None:
         """The fused max pool over the tile, the epilogue's tail over the pooled tile, then its store
-        (lowering.pool)."""
+        (lowering.pool): from POOL_OUT in one transfer, or row by row from the tile when pooled in place."""
         c = self.compute
-        out = (POOL_OUT, self._copy(POOL_OUT, thread))
-        t = pool_tile(c, region, self.halo, base, self.alloc.base[(POOL_ROWS, 0)], self.alloc.base[out],
-                      self.alloc.base[(POOL_CARRY, 0)])
+        out = slot if self.pool_in_place else (POOL_OUT, self._copy(POOL_OUT, thread))
+        t = pool_tile(c, region, self.halo, self.pool_in_place, base, self.alloc.base[(POOL_ROWS, 0)],
+                      self.alloc.base[out] if not self.pool_in_place else 0, self.alloc.base[(POOL_CARRY, 0)])
         slots = {"tile": slot, POOL_ROWS: (POOL_ROWS, 0), POOL_OUT: out, POOL_CARRY: (POOL_CARRY, 0)}
         for call, src, dst in pool_calls(c, t):
             self._loop_insn(call, reads=[slots[src]] if src else [], writes=[slots[dst]])
@@ -272,7 +275,16 @@ class _Lowering:
         for call, step in post_calls(c, t, tail, operands):
             reads = [self._slot(step.operand.tensor.name, thread)] if step.operand is not None else []
             self._loop_insn(call, reads=reads, writes=[out])
-        for tr in plan_transfers(t.store_region(c), self.alloc.base[out], what=f"{c.name}: out", allow_pad=False)[0]:
+        if not self.pool_in_place:
+            transfers = plan_transfers(t.store_region(c), self.alloc.base[out], what=f"{c.name}: out",
+                                       allow_pad=False)[0]
+        else:
+            _, ocb, ph, pw = pooled_shape(c)
+            at = t.out_at(c)
+            transfers = [Transfer(at.eval({"n": n, "c": k, "i": i, "j": 0}),
+                                  (((t.n0 + n) * ocb + t.c0 + k) * ph + t.i0 + i) * pw, 1, pw, pw)
+                         for n in range(t.nn) for k in range(t.nc) for i in range(t.i1 - t.i0)]
+        for tr in transfers:
             self.records.append(Record(Store(MemId.OUT, tr.sram_base, tr.dram_offset, tr.y_size, tr.x_size,
                                              tr.x_stride, tr.y_pad_0, tr.y_pad_1, tr.x_pad_0, tr.x_pad_1),
                                        reads=frozenset([out]), reloc=self.out))

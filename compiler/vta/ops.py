@@ -26,7 +26,9 @@ from vtakit.compiler.vta.dispatch import conv2d_key, lookup as tuned
 from vtakit.compiler.vta.heuristics import (
     ConvShape, candidates, conv_shape, conv_terms, default_conv_knobs, default_eltwise_knobs,
 )
-from vtakit.compiler.vta.lowering.pool import after_pool, anchor_tap, halo_rows, pool_schedule_reason, pooled_rows
+from vtakit.compiler.vta.lowering.pool import (
+    after_pool, anchor_tap, halo_rows, pool_schedule_reason, pooled_rows, rows_in_place,
+)
 from vtakit.compiler.vta.packing import (
     KINDS as PACKINGS, ConvGeometry, ReductionPacking, choose_packing, packing as make_packing, with_bias_lanes,
 )
@@ -200,7 +202,8 @@ def pool_conv_knobs(cfg: HwConfig, s: ConvShape, compute: ComputeDef, vthreads: 
         starts = list(range(0, s.oh, t_oh))
         halo = halo_rows(p, s.oh, starts)
         out_rows = max(len(pooled_rows(p, s.oh, a, min(a + t_oh, s.oh))) for a in starts)
-        extra = t_oc * out_rows * pw  # per thread
+        in_place = rows_in_place(p, s.oh, s.ow, [(a, min(a + t_oh, s.oh)) for a in starts])
+        extra = 0 if in_place else t_oc * out_rows * pw  # per thread
         shared = s.nb * s.ocb * halo * pw + (0 if anchor else t_oc * t_oh * pw)
         for order, axis, vt, hoist in product(("oc", "sp"), ("oh", "oc"), [vthreads] if vthreads else [2, 1],
                                               (False, True)):

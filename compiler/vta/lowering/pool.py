@@ -79,16 +79,38 @@ def halo_rows(p: PoolWindow, oh: int, starts: list[int]) -> int:
     return halo
 
 
+def rows_in_place(p: PoolWindow, oh: int, ow: int, bounds: list[tuple[int, int]]) -> bool:
+    """Whether every tile (conv rows [a, b)) can pool down the rows in place: each of its pooled rows
+    has an anchor row (`anchor_tap` along the height) and the row below it inside the tile, where the
+    pooled row is then gathered once those rows are read (no POOL_OUT buffer)."""
+    if p.stride < 2 or anchor_tap(p, ow) is None or anchor_tap(p, oh) is None:
+        return False
+    d = anchor_tap(p, oh)
+    return all(a <= p.first(i) + d and p.first(i) + d + 1 < b for a, b in bounds for i in pooled_rows(p, oh, a, b))
+
+
+def _bounds(compute: ComputeDef, tiles: list[Region]) -> list[tuple[int, int]]:
+    oh = compute.out.tensor.shape[2]
+    return [(t.lo[2], min(t.lo[2] + t.count[2], oh)) for t in tiles]
+
+
 def pool_footprints(compute: ComputeDef, tiles: list[Region]) -> dict[str, int]:
     """acc entries of the row scratch and pooled tile (largest tile) and of the carry (every block)."""
     p = compute.pool
     nb, ocb, oh, ow = compute.out.tensor.shape
     pw = p.out_size(ow)
     halo = halo_rows(p, oh, [t.lo[2] for t in tiles])
-    pooled = [pool_tile(compute, t, halo, 0, 0, 0, 0) for t in tiles]
+    pooled = [pool_tile(compute, t, halo, False, 0, 0, 0, 0) for t in tiles]
     scratch = 0 if anchor_tap(p, ow) is not None else max(t.nn * t.nc * (t.b - t.a) * pw for t in pooled)
-    return {POOL_ROWS: scratch, POOL_OUT: max(t.nn * t.nc * (t.i1 - t.i0) * pw for t in pooled),
-            POOL_CARRY: nb * ocb * halo * pw}
+    out = 0 if rows_in_place(p, oh, ow, _bounds(compute, tiles)) else \
+        max(t.nn * t.nc * (t.i1 - t.i0) * pw for t in pooled)
+    return {POOL_ROWS: scratch, POOL_OUT: out, POOL_CARRY: nb * ocb * halo * pw}
+
+
+def tiles_in_place(compute: ComputeDef, tiles: list[Region]) -> bool:
+    """`rows_in_place` for a convolution's output tiles."""
+    _, _, oh, ow = compute.out.tensor.shape
+    return rows_in_place(compute.pool, oh, ow, _bounds(compute, tiles))
 
 
 def pool_schedule_reason(compute: ComputeDef, tile_oh: int, tile_ow: int) -> str | None:
@@ -116,11 +138,24 @@ class PoolTile:
     i0: int
     i1: int
     halo: int         # carry rows per block
+    in_place: bool    # pooled rows gathered in the tile (`rows_in_place`), else in POOL_OUT
     tile: Region      # the conv tile in its acc slot (whole rows)
     base: int         # the tile slot's first entry
     rows_base: int    # POOL_ROWS
     out_base: int     # this thread's POOL_OUT
     carry_base: int   # POOL_CARRY
+
+    def out_at(self, compute: ComputeDef) -> Affine:
+        """Where pooled entry (n, c, i, j) of this tile lies on chip (i, j relative to the tile)."""
+        p = compute.pool
+        pw = p.out_size(compute.out.tensor.shape[3])
+        v = Affine.var
+        if not self.in_place:
+            count = self.i1 - self.i0
+            return v("n", self.nc * count * pw) + v("c", count * pw) + v("i", pw) + v("j") + self.out_base
+        s0, s1, s2, s3 = self.tile.strides
+        row = v("i", p.stride) + (p.first(self.i0) + anchor_tap(p, compute.out.tensor.shape[2]) + 1 - self.a)
+        return v("n", s0) + v("c", s1) + row * s2 + v("j", s3) + self.base
 
     def store_region(self, compute: ComputeDef) -> Region:
         shape = pooled_shape(compute)
@@ -128,15 +163,15 @@ class PoolTile:
                       (1, 1, 1, 1), shape)
 
 
-def pool_tile(compute: ComputeDef, tile: Region, halo: int, base: int, rows_base: int, out_base: int,
-              carry_base: int) -> PoolTile:
+def pool_tile(compute: ComputeDef, tile: Region, halo: int, in_place: bool, base: int, rows_base: int,
+              out_base: int, carry_base: int) -> PoolTile:
     oh = compute.out.tensor.shape[2]
     n0, c0, a, _ = tile.lo
     nn, nc, rows, _ = tile.count
     b = min(a + rows, oh)
     done = pooled_rows(compute.pool, oh, a, b)
-    return PoolTile(n0, nn, c0, nc, a, b, done.start, done.stop, halo, tile, base, rows_base, out_base,
-                    carry_base)
+    return PoolTile(n0, nn, c0, nc, a, b, done.start, done.stop, halo, in_place, tile, base, rows_base,
+                    out_base, carry_base)
 
 
 Call = tuple[IntrinsicCall, str, str]
@@ -212,23 +247,34 @@ def pool_calls(compute: ComputeDef, t: PoolTile) -> list[Call]:
                 taps.append((js.start, len(js), tile_at(v("r"), v("j", s) + (d - p.pad)), "tile"))
         calls += _gather(blocks + (("r", rows),), "j", pw, (), hrow(v("r")), taps, POOL_ROWS)
     # 2. pooled rows: out[i][j] = max over the valid tap rows (this tile's, or the carry's)
-    if n_out:
-        taps = []
-        for d in range(p.kernel):
-            live = [i - t.i0 for i in p.outputs(d, oh) if t.i0 <= i < t.i1]
-            for part, from_carry in (([i for i in live if p.first(i + t.i0) + d < t.a], True),
-                                     ([i for i in live if p.first(i + t.i0) + d >= t.a], False)):
-                if part:
-                    row = v("i", s) + (p.first(t.i0) + d - t.a)       # tile row of output i's tap d
-                    src = carry(row + cr) if from_carry else hrow(row)
-                    taps.append((part[0], len(part), src, POOL_CARRY if from_carry else where))
-        calls += _gather(blocks, "i", n_out, (("j", pw),), compact(v("i"), t.out_base, n_out), taps, POOL_OUT)
+    dr = anchor_tap(p, oh) if t.in_place else None
+    taps = []
+    for d in range(p.kernel):
+        live = [i - t.i0 for i in p.outputs(d, oh) if t.i0 <= i < t.i1]
+        for part, from_carry in (([i for i in live if p.first(i + t.i0) + d < t.a], True),
+                                 ([i for i in live if p.first(i + t.i0) + d >= t.a], False)):
+            if part and d != dr:
+                row = v("i", s) + (p.first(t.i0) + d - t.a)       # tile row of output i's tap d
+                src = carry(row + cr) if from_carry else hrow(row)
+                taps.append((part[0], len(part), src, POOL_CARRY if from_carry else where))
+    if n_out and dr is not None:   # in place: MAX of the other taps into each anchor row
+        anchor_row = hrow(v("i", s) + (p.first(t.i0) + dr - t.a))
+        for start, m, src, buf in taps:
+            at = {"i": v("i") + start}
+            calls.append((IntrinsicCall("alu", blocks + (("i", m), ("j", pw)), anchor_row.substitute(at),
+                                        src=src.substitute(at), op=AluOp.MAX), buf, "tile"))
+    elif n_out:
+        calls += _gather(blocks, "i", n_out, (("j", pw),), t.out_at(compute), taps, POOL_OUT)
     # 3. carry: this tile's last rows pooled along the width, for the next tile of the same blocks
     keep = range(max(t.a, t.b - cr), t.b) if t.b < oh else range(0)
     if keep:
         dst = carry(v("r") + (keep.start - (t.b - cr)))
         src = hrow(v("r") + (keep.start - t.a))
         calls += _gather(blocks, "r", len(keep), (("j", pw),), dst, [(0, len(keep), src, where)], POOL_CARRY)
+    # 4. in place: each pooled row into the (now unread) row below its anchor row, compact
+    if n_out and dr is not None:
+        calls += _gather(blocks, "i", n_out, (("j", pw),), t.out_at(compute), [(0, n_out, anchor_row, "tile")],
+                         "tile")
     return calls
 
 
@@ -239,7 +285,7 @@ def post_calls(compute: ComputeDef, t: PoolTile, steps: tuple[AluStep, ...],
     n_out = t.i1 - t.i0
     v = Affine.var
     loops = (("n", t.nn), ("c", t.nc), ("i", n_out), ("j", pw))
-    dst = v("n", t.nc * n_out * pw) + v("c", n_out * pw) + v("i", pw) + v("j") + t.out_base
+    dst = t.out_at(compute)
     axes = {"n": v("n") + t.n0, "oc": v("c") + t.c0}
     calls = []
     for step in steps:
