@@ -175,7 +175,7 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
     if (partition_options or PartitionOptions()).fuse_residual:
         place = fuse_residual_adds(q, place)
     if (partition_options or PartitionOptions()).fuse_pool:
-        place = fuse_max_pools(q, place)
+        place = fuse_max_pools(q, place, cfg)
     consts: dict[str, np.ndarray] = {}
     tasks: list = []
     for n in q.nodes:

@@ -17,6 +17,8 @@ pass of its own.  Pools the accelerator form does not take (placed on the host) 
 from __future__ import annotations
 
 from vtakit.compiler.graph.ir import Graph, Node
+from vtakit.compiler.graph.ops.accel import pool_fusion_reason
+from vtakit.isa.config import HwConfig
 
 
 def _fusable_conv(g: Graph, n: Node, tensor: str, place: dict[str, str], producers, consumers,
@@ -68,9 +70,10 @@ def _pool_window(n: Node) -> tuple[int, int, int]:
     return int(a["kernel"][0]), int(a["strides"][0]), int(a["pads"][0])
 
 
-def fuse_max_pools(g: Graph, place: dict[str, str]) -> dict[str, str]:
+def fuse_max_pools(g: Graph, place: dict[str, str], cfg: HwConfig | None = None) -> dict[str, str]:
     """Fuse every accelerator MaxPool into the accelerator QConv producing its input (in place; the
-    conv's only reader, int8, not pooled already); returns the new placement."""
+    conv's only reader, int8, not pooled already; with `cfg`, only where a tiling leaves room for the
+    pool: else the pool stays its own task); returns the new placement."""
     producers, consumers = g.producers(), g.consumers()
     fused: dict[str, Node] = {}   # pool name -> fused node
     dropped: set[str] = set()
@@ -78,7 +81,8 @@ def fuse_max_pools(g: Graph, place: dict[str, str]) -> dict[str, str]:
         if n.op != "MaxPool" or place.get(n.name) != "vta":
             continue
         conv = _fusable_conv(g, n, n.inputs[0], place, producers, consumers, residual_ok=True)
-        if conv is None or "pool" in conv.attrs:
+        if conv is None or "pool" in conv.attrs or len(g.tensors[conv.inputs[0]].shape) != 4 or (
+                cfg is not None and pool_fusion_reason(g, conv, cfg, _pool_window(n))):
             continue
         attrs = dict(conv.attrs, pool=_pool_window(n), pool_of=n.name)
         fused[n.name] = Node("QConv", conv.name, list(conv.inputs), list(n.outputs), attrs)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
 from itertools import product
 from typing import Any
 
@@ -180,6 +181,7 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
     return lower(apply(compute, sched), cfg, name), schedule
 
 
+@lru_cache(maxsize=64)
 def pool_conv_knobs(cfg: HwConfig, s: ConvShape, compute: ComputeDef, vthreads: int | None = None) -> ConvKnobs:
     """The cheapest convolution knobs by heuristics' cost model (the pool's ALU work and the epilogue's
     tail on the pooled tile counted as epilogue passes over the tile) that keep whole rows per tile
@@ -219,6 +221,24 @@ def pool_conv_knobs(cfg: HwConfig, s: ConvShape, compute: ComputeDef, vthreads: 
         raise CompileError(f"no tiling of this convolution leaves room for the fused max pool on config "
                            f"{cfg.label}", op=compute.name)
     return best[1]
+
+
+def fused_pool_reason(cfg: HwConfig, *, x_shape, w_shape, stride: int, padding: int, pool: tuple[int, int, int],
+                      residual: bool = False, channel_shift: bool = False, name: str = "conv2d") -> str | None:
+    """Why a max pool cannot join this convolution's task on `cfg` (None if it can): the graph's
+    fusion pass asks before fusing, so such a pool stays its own task."""
+    n, c, h, w = x_shape
+    try:
+        compute = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=w_shape[0], kh=w_shape[2], kw=w_shape[3],
+                             stride=stride, pad=padding, shift=0, clip=(-128, 127), channel_shift=channel_shift,
+                             pool=PoolWindow(*pool), name=name)
+        shape = conv_shape(cfg, n=n, c_in=c, h=h, w=w, c_out=w_shape[0], kh=w_shape[2], kw=w_shape[3], stride=stride,
+                           pad=padding, epilogue_ops=len(compute.steps) + 2 * residual, planes=1,
+                           residual=residual, vectors=1 + channel_shift)
+        pool_conv_knobs(cfg, shape, compute)
+    except CompileError as e:
+        return str(e)
+    return None
 
 
 def conv_packing(cfg: HwConfig, *, x_shape, w_shape, stride: int, padding: int, bias: np.ndarray | None,

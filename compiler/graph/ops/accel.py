@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from vtakit.compiler.graph.ir import Graph, Node
-from vtakit.compiler.vta.ops import compile_conv2d, compile_eltwise, conv_packing
+from vtakit.compiler.vta.ops import compile_conv2d, compile_eltwise, conv_packing, fused_pool_reason
 from vtakit.compiler.vta.packing import ConvGeometry, ReductionPacking, packing
 from vtakit.compiler.vta.runtime import pack_bias, pack_weight
 from vtakit.compiler.vta.te import split_channel_shift
@@ -87,6 +87,23 @@ def _host_packing(g: Graph, n: Node, cfg: HwConfig, x_shape, w_shape, stride: in
     a = n.attrs
     return conv_packing(cfg, x_shape=x_shape, w_shape=w_shape, stride=stride, padding=pad, bias=bias,
                         shift=shift, clip=tuple(a["clip"]) if "clip" in a else None, name=n.name)
+
+
+def pool_fusion_reason(g: Graph, n: Node, cfg: HwConfig, window: tuple[int, int, int]) -> str | None:
+    """Why the QConv `n`'s task cannot take a max pool `window` (kernel, stride, pad) on `cfg`, in the
+    geometry `lower_linear` compiles (packed where the host writes its input); None if it can."""
+    a = n.attrs
+    w = g.consts[n.inputs[1]]
+    shift = a.get("shift")
+    per_channel = isinstance(shift, tuple)
+    if per_channel:
+        shift, _ = split_channel_shift(cfg, shift, n.name)
+    bias = g.consts[n.inputs[2]] if len(n.inputs) > 2 and n.inputs[2] else None
+    pk = _host_packing(g, n, cfg, nchw(g.tensors[n.inputs[0]].shape), w.shape, a["strides"][0], a["pads"][0], bias,
+                       shift, None)
+    p = pk.packed
+    return fused_pool_reason(cfg, x_shape=p.x_shape, w_shape=p.w_shape, stride=p.stride, padding=p.padding,
+                             pool=window, residual="residual" in a, channel_shift=per_channel, name=n.name)
 
 
 def lower_add(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> AccelProgram:

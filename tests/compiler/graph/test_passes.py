@@ -127,6 +127,20 @@ def test_max_pool_fuses_into_the_conv_producing_it():
     kept = q.copy()
     fuse_max_pools(kept, partition(kept, HwConfig.preset("pynq"), PartitionOptions(host_nodes=("pool",))))
     assert [n.op for n in kept.nodes] == [n.op for n in q.nodes]
+    # with the config: fused only where a tiling leaves room (a 3x3/2 pool after a conv with rows of 1100
+    # columns: two rows of one block already fill pynq's acc buffer), else the pool stays its own task
+    assert fuse_max_pools(q.copy(), partition(q, HwConfig.preset("pynq")), HwConfig.preset("pynq"))["c1"] == "vta"
+    wide = Graph([Node("QConv", "c", ["x", "w"], ["y"], dict(CONV, shift=6, clip=(0, 127))),
+                  Node("MaxPool", "p", ["y"], ["z"], dict(kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1),
+                                                          dilations=(1, 1), ceil_mode=False))],
+                 {"x": TensorInfo((1, 16, 4, 1100), "int8"), "y": TensorInfo((1, 16, 4, 1100), "int8"),
+                  "z": TensorInfo((1, 16, 2, 550), "int8")}, ["x"], ["z"], {})
+    wide.consts["w"] = np.ones((16, 16, 3, 3), np.int8)
+    wide.tensors["w"] = TensorInfo((16, 16, 3, 3), "int8")
+    fuse_max_pools(wide, {"c": "vta", "p": "vta"}, HwConfig.preset("pynq"))
+    assert [n.op for n in wide.nodes] == ["QConv", "MaxPool"]
+    fuse_max_pools(wide, {"c": "vta", "p": "vta"})
+    assert [n.op for n in wide.nodes] == ["QConv"] and wide.nodes[0].attrs["pool"] == (3, 2, 1)
     # with its residual add fused first, the conv c2 takes no pool (none follows it); c1 still does
     both = q.copy()
     place = fuse_residual_adds(both, partition(both, HwConfig.preset("pynq")))
