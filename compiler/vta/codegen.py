@@ -17,12 +17,12 @@ import numpy as np
 from vtakit.errors import CompileError
 from vtakit.compiler.vta.loopnest import LoopNest, walk
 from vtakit.compiler.vta.lowering.dma import Transfer
-from vtakit.compiler.vta.lowering import (IDENTITY, Fill, Folded, IntrinsicCall, Record, UopCache, allocate,
-                                          added_call, compute_call, direct_operands, fold, insert_tokens, match,
-                                          moved_calls, moves_int8, plan_transfers, stage_name, tile_calls, tile_op)
-from vtakit.compiler.vta.lowering.pool import (POOL_CARRY, POOL_OUT, POOL_ROWS, after_pool, halo_rows, pool_calls,
-                                               pool_tile, pooled_shape, post_calls, tile_order_reason,
-                                               tiles_in_place)
+from vtakit.compiler.vta.lowering import (IDENTITY, POOL_CARRY, POOL_OUT, POOL_ROWS, Fill, Folded, IntrinsicCall,
+                                          Record, UopCache, after_pool, allocate, added_call, compute_call,
+                                          direct_operands, fold, halo_rows, insert_tokens, match, moved_calls,
+                                          moves_int8, plan_transfers, pool_calls, pool_tile, pooled_shape,
+                                          post_calls, stage_name, tile_calls, tile_op, tile_order_reason,
+                                          tiles_in_place)
 from vtakit.compiler.vta.program import Program, TensorSpec, link_words
 from vtakit.compiler.vta.regions import Region, region_of
 from vtakit.compiler.vta.te import ComputeDef
