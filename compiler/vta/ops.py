@@ -138,7 +138,8 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
     """Compile a convolution; returns the relocatable program and the schedule used.
 
     `pool` = (kernel, stride, pad): a max pool fused after the epilogue (lowering/pool.py), stored pooled;
-    its schedule keeps whole rows per tile and no virtual threads over rows (`pool_conv_knobs`).
+    its schedule keeps whole rows per tile (`pool_conv_knobs`; a tuning log's knobs, a dict, that
+    split the rows give way to it, ConvKnobs given here are checked by the lowering).
 
     `residual` = (shift, clip): a residual add fused into the epilogue (te.conv2d_def); its schedule is
     the one tuned for the plain convolution when that still fits, else the heuristic's.  With
@@ -157,6 +158,10 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
     shape = conv_shape(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
                        epilogue_ops=len(compute.steps), planes=compute.out_planes, residual=residual is not None,
                        vectors=1 + channel_shift)
+    if window is not None and isinstance(schedule, dict) and ("tile_oh" not in schedule or "tile_ow" not in schedule
+                                                              or pool_schedule_reason(compute, schedule["tile_oh"],
+                                                                                      schedule["tile_ow"])):
+        schedule = None  # a tuning log's tiles (tuned for the plain conv) that cannot carry the pool
     if window is not None and schedule is None:
         schedule = pool_conv_knobs(cfg, shape, compute, vthreads)
     if schedule is None and vthreads is None:

@@ -112,6 +112,9 @@ def test_fused_pool_refuses_what_it_cannot_do() -> None:
     kw = dict(x_shape=(1, 16, 12, 12), w_shape=(16, 16, 3, 3), padding=1, shift=8, clip=(0, 127), pool=(3, 2, 1))
     with pytest.raises(CompileError, match="whole rows"):
         compile_conv2d(cfg, schedule=ConvKnobs(1, 4, 6, 1), **kw)
+    # a tuning log's knobs (a dict, tuned for the plain conv) that split the rows give way to the pool's own
+    op, used = compile_conv2d(cfg, schedule=ConvKnobs(1, 4, 6, 1).to_dict(), **kw)
+    assert used.tile_ow == 12 and op.tensors["out"].shape == (1, 1, 6, 6)
     with pytest.raises(CompileError, match="int8 result"):
         compile_conv2d(cfg, x_shape=(1, 16, 12, 12), w_shape=(16, 16, 3, 3), padding=1, pool=(3, 2, 1))
     with pytest.raises(CompileError, match="does not fit"):
