@@ -7,10 +7,13 @@ of the entries for a 3x3/2 pool.  The ALU pools on chip, never writing the conv'
 
 1. rows: each tile row's windows along the width, in place at an anchor column (a tap no other
    window reads: one MAX per other tap), or into the compact scratch `POOL_ROWS`;
-2. columns: each pooled row whose last valid conv row lies in this tile gathers its valid tap rows
-   (a GEMM reset, an ADD of its first tap, a MAX per further tap: exact for any int32) into
-   `POOL_OUT`, one per virtual thread, which the store reads; rows above the tile come from
-   `POOL_CARRY`; padding is skipped (it never wins a max);
+2. columns: each pooled row whose last valid conv row lies in this tile takes its valid tap rows
+   (rows above the tile come from `POOL_CARRY`; padding is skipped, it never wins a max): in place
+   at its anchor row when every pooled row of every tile has one with the row below it in the tile
+   (`rows_in_place`, ResNet's 3x3/2 on even row tiles), then gathered into that row below, which is
+   no longer read (no extra buffer; stored row by row); else gathered into `POOL_OUT`, one per
+   virtual thread (a GEMM reset, an ADD of each output's first valid tap, a MAX per further tap:
+   exact for any int32);
 3. carry: the rows the next tile's windows still need are copied to `POOL_CARRY` (per output block,
    so any tile order works as long as each block's row tiles finish top to bottom: the tiles hold
    whole rows, and virtual threads over rows take alternate tiles, `conv_schedule(interleave)`).
@@ -38,11 +41,15 @@ _MONOTONE = (AluOp.SHR, AluOp.MIN, AluOp.MAX)
 def after_pool(steps: tuple[AluStep, ...]) -> int:
     """Where the epilogue's monotone tail starts: shifts right and clips by immediates or per-channel
     vectors commute with max, so they run on the pooled tile (steps before run on the whole tile)."""
+    def monotone(step: AluStep) -> bool:
+        if step.op not in _MONOTONE:
+            return False
+        if step.operand is None:   # a clip bound, or a right shift (a negative amount shifts left: may wrap)
+            return step.op is not AluOp.SHR or (step.imm or 0) >= 0
+        return step.op is AluOp.SHR and {v for e in step.operand.index for v in e.vars} <= {"n", "oc"}
+
     cut = len(steps)
-    while cut and steps[cut - 1].op in _MONOTONE and (
-            steps[cut - 1].operand is None and (steps[cut - 1].imm or 0) >= 0
-            or steps[cut - 1].op is AluOp.SHR and set(v for e in steps[cut - 1].operand.index for v in e.vars)
-            <= {"n", "oc"}):
+    while cut and monotone(steps[cut - 1]):
         cut -= 1
     return cut
 

@@ -101,6 +101,7 @@ def test_monotone_tail_and_anchor() -> None:
     add = AluStep(AluOp.ADD, imm=3)
     assert after_pool((add, shr, clip_hi, clip_lo)) == 1
     assert after_pool((shr, add, clip_hi)) == 2
+    assert after_pool((add, AluStep(AluOp.MAX, imm=-100))) == 1 and after_pool((AluStep(AluOp.SHR, imm=-2),)) == 1
     assert anchor_tap(PoolWindow(3, 2, 1), 112) == 1          # the window's centre column is its own
     assert anchor_tap(PoolWindow(3, 1, 1), 112) is None       # stride 1: every column is in three windows
     assert anchor_tap(PoolWindow(2, 2, 0), 9) in (0, 1)
