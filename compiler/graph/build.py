@@ -3,8 +3,8 @@
     import -> simplify -> Gemm/MatMul to Dense -> fold batch norm and scales -> fuse activations
       target "cpu": the float graph, every node a host task
       target "cuda": the same float graph, every node a GPU kernel (the launches and their PTX recorded)
-      target "vta": calibrate -> quantize (power-of-two int8) -> partition -> fuse residual adds into
-                    their convs (fusion.py) -> one accelerator task
+      target "vta": calibrate -> quantize (power-of-two int8) -> partition -> fuse residual adds and
+                    max pools into their convs (fusion.py) -> one accelerator task
                     per accelerator node -> static DRAM plan; host="cuda" puts the host tasks on the GPU
 """
 
