@@ -3,8 +3,8 @@
     import -> simplify -> Gemm/MatMul to Dense -> fold batch norm and scales -> fuse activations
       target "cpu": the float graph, every node a host task
       target "cuda": the same float graph, every node a GPU kernel (the launches and their PTX recorded)
-      target "vta": calibrate -> quantize (power-of-two int8) -> partition -> fuse residual adds into
-                    their convs (fusion.py) -> one accelerator task
+      target "vta": calibrate -> quantize (power-of-two int8) -> partition -> fuse residual adds and
+                    max pools into their convs (fusion.py) -> one accelerator task
                     per accelerator node -> static DRAM plan; host="cuda" puts the host tasks on the GPU
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from vtakit.errors import CompileError
-from vtakit.compiler.graph.fusion import fuse_residual_adds
+from vtakit.compiler.graph.fusion import fuse_max_pools, fuse_residual_adds
 from vtakit.compiler.graph.fold import canonicalize_dense, fold_into_conv, fold_pads, fuse_activations
 from vtakit.compiler.graph.ir import Graph
 from vtakit.compiler.graph.lower import VtaTask, lower_node
@@ -174,6 +174,8 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
     place = partition(q, cfg, partition_options)
     if (partition_options or PartitionOptions()).fuse_residual:
         place = fuse_residual_adds(q, place)
+    if (partition_options or PartitionOptions()).fuse_pool:
+        place = fuse_max_pools(q, place, cfg)
     consts: dict[str, np.ndarray] = {}
     tasks: list = []
     for n in q.nodes:

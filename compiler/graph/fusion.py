@@ -1,22 +1,33 @@
 """Accelerator fusion after partitioning: a residual add (with its ReLU, the QAdd's clip) joins the
-epilogue of the convolution that produces one of its operands.
+epilogue of the convolution that produces one of its operands, and a max pool reading a convolution
+joins that convolution's task.
 
 The pair QConv -> QAdd becomes one QConv with the other operand as a fourth input ("res") and the
 add's shift and clip as `residual`: on the accelerator the conv's requantized int8 tile gets the
 residual tile added in the accumulator (an identity GEMM from INP without LOAD.ACC8, lowering/move.py)
 and is stored once, so the add makes no pass of its own over DRAM and the conv's own output never
 goes there.  On the host the fused node runs the same two kernels in a row: bit-identical.
+
+The pair QConv -> MaxPool (ResNet's conv1 and its 3x3/2 pool) becomes one QConv with `pool` = (kernel,
+stride, pad): the accelerator pools each finished int8 tile on chip (`compiler/vta/lowering/pool.py`)
+and stores only the pooled tensor, so the conv's output never goes to DRAM and the pool makes no
+pass of its own.  Pools the accelerator form does not take (placed on the host) stay apart.
 """
 
 from __future__ import annotations
 
 from vtakit.compiler.graph.ir import Graph, Node
+from vtakit.compiler.graph.ops.accel import pool_fusion_reason
+from vtakit.isa.config import HwConfig
 
 
-def _fusable_conv(g: Graph, n: Node, tensor: str, place: dict[str, str], producers, consumers) -> Node | None:
-    """The QConv producing `tensor` if the add `n` is its only reader and both run on the accelerator."""
+def _fusable_conv(g: Graph, n: Node, tensor: str, place: dict[str, str], producers, consumers,
+                  residual_ok: bool = False) -> Node | None:
+    """The QConv producing `tensor` if `n` is its only reader and both run on the accelerator (a conv
+    with a fused residual add takes no second one; with `residual_ok` it may take a pool)."""
     conv = producers.get(tensor)
-    if conv is None or conv.op != "QConv" or place.get(conv.name) != "vta" or "residual" in conv.attrs:
+    if conv is None or conv.op != "QConv" or place.get(conv.name) != "vta" or "pool" in conv.attrs \
+            or ("residual" in conv.attrs and not residual_ok):
         return None
     if [c.name for c in consumers.get(tensor, [])] != [n.name] or tensor in g.outputs:
         return None
@@ -52,3 +63,33 @@ def fuse_residual_adds(g: Graph, place: dict[str, str]) -> dict[str, str]:
     g.prune()
     g.validate()
     return {n.name: place[n.name] for n in g.nodes}  # a fused node keeps its conv's name (and place)
+
+
+def _pool_window(n: Node) -> tuple[int, int, int]:
+    a = n.attrs
+    return int(a["kernel"][0]), int(a["strides"][0]), int(a["pads"][0])
+
+
+def fuse_max_pools(g: Graph, place: dict[str, str], cfg: HwConfig | None = None) -> dict[str, str]:
+    """Fuse every accelerator MaxPool into the accelerator QConv producing its input (in place; the
+    conv's only reader, int8, not pooled already; with `cfg`, only where a tiling leaves room for the
+    pool: else the pool stays its own task); returns the new placement."""
+    producers, consumers = g.producers(), g.consumers()
+    fused: dict[str, Node] = {}   # pool name -> fused node
+    dropped: set[str] = set()
+    for n in g.nodes:
+        if n.op != "MaxPool" or place.get(n.name) != "vta":
+            continue
+        conv = _fusable_conv(g, n, n.inputs[0], place, producers, consumers, residual_ok=True)
+        if conv is None or "pool" in conv.attrs or len(g.tensors[conv.inputs[0]].shape) != 4 or (
+                cfg is not None and pool_fusion_reason(g, conv, cfg, _pool_window(n))):
+            continue
+        attrs = dict(conv.attrs, pool=_pool_window(n), pool_of=n.name)
+        fused[n.name] = Node("QConv", conv.name, list(conv.inputs), list(n.outputs), attrs)
+        dropped.add(conv.name)
+    if not fused:
+        return place
+    g.nodes = [fused.get(n.name, n) for n in g.nodes if n.name not in dropped]
+    g.prune()
+    g.validate()
+    return {n.name: place[n.name] for n in g.nodes}

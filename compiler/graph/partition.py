@@ -25,6 +25,7 @@ class PartitionOptions:
     classifier: str = "vta"  # "vta" or "host": the last dense layer
     host_nodes: tuple[str, ...] = ()  # node names forced onto the host
     fuse_residual: bool = True  # residual adds join the epilogue of the accelerator conv producing them (fusion.py)
+    fuse_pool: bool = True  # a max pool joins the task of the accelerator conv producing its input (fusion.py)
 
     def __post_init__(self) -> None:
         for what in ("first_conv", "classifier"):

@@ -16,9 +16,13 @@ import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.vta.loopnest import LoopNest, walk
-from vtakit.compiler.vta.lowering import (IDENTITY, Fill, Folded, IntrinsicCall, Record, UopCache, allocate,
-                                          added_call, compute_call, direct_operands, fold, insert_tokens, match,
-                                          moved_calls, moves_int8, plan_transfers, stage_name, tile_calls, tile_op)
+from vtakit.compiler.vta.lowering.dma import Transfer
+from vtakit.compiler.vta.lowering import (IDENTITY, POOL_CARRY, POOL_OUT, POOL_ROWS, Fill, Folded, IntrinsicCall,
+                                          Record, UopCache, after_pool, allocate, added_call, compute_call,
+                                          direct_operands, fold, halo_rows, insert_tokens, match, moved_calls,
+                                          moves_int8, plan_transfers, pool_calls, pool_tile, pooled_shape,
+                                          post_calls, stage_name, tile_calls, tile_op, tile_order_reason,
+                                          tiles_in_place)
 from vtakit.compiler.vta.program import Program, TensorSpec, link_words
 from vtakit.compiler.vta.regions import Region, region_of
 from vtakit.compiler.vta.te import ComputeDef
@@ -79,6 +83,14 @@ class _Lowering:
         self.out = self.compute.out.tensor.name
         self.direct = set(direct_operands(self.compute, cfg))
         self.identity_loaded = False
+        if self.compute.pool is not None:
+            tiles = [region_of(self.compute.out, nest.box(s.values, nest.placement[self.out]))
+                     for s in self.stmts if s.kind == "out_begin"]
+            reason = tile_order_reason(self.compute, tiles)
+            if reason:
+                raise CompileError(f"this schedule cannot fuse the max pool: {reason}", op=self.compute.name)
+            self.halo = halo_rows(self.compute.pool, self.compute.out.tensor.shape[2], [t.lo[2] for t in tiles])
+            self.pool_in_place = tiles_in_place(self.compute, tiles)
 
     # ---------------------------------------------------------------- emit
     def _copy(self, tensor: str, thread: int) -> int:
@@ -226,19 +238,56 @@ class _Lowering:
     def _out_end(self, box, thread: int) -> None:
         regions, bases = self._view(thread)
         slot = self._slot(self.out, thread)
-        for call, step in zip(tile_calls(self.nest, box, regions, bases, "end"), self.compute.steps):
+        steps = self.compute.steps
+        if self.compute.pool is not None:  # the monotone tail runs on the pooled tile (lowering.pool)
+            steps = steps[:after_pool(steps)]
+        for call, step in zip(tile_calls(self.nest, box, regions, bases, "end"), steps):
             reads = [self._slot(step.operand.tensor.name, thread)] if step.operand is not None else []
             if step.operand is not None and step.operand.tensor.name in self.direct:
                 call = added_call(call, self.alloc.base[(IDENTITY, 0)])
                 reads.append((IDENTITY, 0))
             self._loop_insn(call, reads=reads, writes=[slot])
         region = regions[self.out]
+        if self.compute.pool is not None:
+            self._pool(region, bases[self.out], slot, thread)
+            return
         for plane in range(self.compute.out_planes):
             if plane:  # int32 results leave as bytes: shift the next byte down, store it
                 shift = tile_op(self.nest, regions, bases, AluOp.SHR, _OUT_PLANE_SHIFT)
                 self._loop_insn(shift, writes=[slot])
             self._transfer(self.out, region, thread, store=True, plane=plane)
 
+    def _pool(self, region: Region, base: int, slot, thread: int) -> None:
+        """The fused max pool over the tile, the epilogue's tail over the pooled tile, then its store
+        (lowering.pool): from POOL_OUT in one transfer, or row by row from the tile when pooled in place."""
+        c = self.compute
+        out = slot if self.pool_in_place else (POOL_OUT, self._copy(POOL_OUT, thread))
+        t = pool_tile(c, region, self.halo, self.pool_in_place, base, self.alloc.base[(POOL_ROWS, 0)],
+                      self.alloc.base[out] if not self.pool_in_place else 0, self.alloc.base[(POOL_CARRY, 0)])
+        slots = {"tile": slot, POOL_ROWS: (POOL_ROWS, 0), POOL_OUT: out, POOL_CARRY: (POOL_CARRY, 0)}
+        for call, src, dst in pool_calls(c, t):
+            self._loop_insn(call, reads=[slots[src]] if src else [], writes=[slots[dst]])
+        if t.i1 == t.i0:
+            return
+        regions, bases = self._view(thread)
+        tail = c.steps[after_pool(c.steps):]
+        operands = {name: (regions[name], bases[name]) for name in {s.operand.tensor.name for s in tail if s.operand}}
+        for call, step in post_calls(c, t, tail, operands):
+            reads = [self._slot(step.operand.tensor.name, thread)] if step.operand is not None else []
+            self._loop_insn(call, reads=reads, writes=[out])
+        if not self.pool_in_place:
+            transfers = plan_transfers(t.store_region(c), self.alloc.base[out], what=f"{c.name}: out",
+                                       allow_pad=False)[0]
+        else:
+            _, ocb, ph, pw = pooled_shape(c)
+            at = t.out_at(c)
+            transfers = [Transfer(at.eval({"n": n, "c": k, "i": i, "j": 0}),
+                                  (((t.n0 + n) * ocb + t.c0 + k) * ph + t.i0 + i) * pw, 1, pw, pw)
+                         for n in range(t.nn) for k in range(t.nc) for i in range(t.i1 - t.i0)]
+        for tr in transfers:
+            self.records.append(Record(Store(MemId.OUT, tr.sram_base, tr.dram_offset, tr.y_size, tr.x_size,
+                                             tr.x_stride, tr.y_pad_0, tr.y_pad_1, tr.x_pad_0, tr.x_pad_1),
+                                       reads=frozenset([out]), reloc=self.out))
 
 def lower(nest: LoopNest, cfg: HwConfig, name: str | None = None) -> CompiledOp:
     """Compile a scheduled operator into a relocatable instruction stream."""
@@ -252,6 +301,8 @@ def lower(nest: LoopNest, cfg: HwConfig, name: str | None = None) -> CompiledOp:
     tensors = {t.name: TensorSpec(t.name, t.shape, t.mem,
                                   compute.out_planes if t.name == compute.out.tensor.name else 1)
                for t in compute.tensors().values()}
+    if compute.pool is not None:  # what leaves is the pooled tile
+        tensors[compute.out.tensor.name] = TensorSpec(compute.out.tensor.name, pooled_shape(compute), MemId.OUT)
     if IDENTITY in relocs:
         tensors[IDENTITY] = TensorSpec(IDENTITY, (1,), MemId.WGT)
     table = low.uops.dram_table()

@@ -14,7 +14,9 @@ the operator.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
+from itertools import product
 from typing import Any
 
 import numpy as np
@@ -22,7 +24,12 @@ import numpy as np
 from vtakit.errors import CompileError
 from vtakit.compiler.vta.codegen import CompiledOp, lower
 from vtakit.compiler.vta.dispatch import conv2d_key, lookup as tuned
-from vtakit.compiler.vta.heuristics import conv_shape, conv_terms, default_conv_knobs, default_eltwise_knobs
+from vtakit.compiler.vta.heuristics import (
+    ConvShape, candidates, conv_shape, conv_terms, default_conv_knobs, default_eltwise_knobs,
+)
+from vtakit.compiler.vta.lowering.pool import (
+    after_pool, anchor_tap, halo_rows, pool_schedule_reason, pooled_rows, rows_in_place,
+)
 from vtakit.compiler.vta.packing import (
     KINDS as PACKINGS, ConvGeometry, ReductionPacking, choose_packing, packing as make_packing, with_bias_lanes,
 )
@@ -30,7 +37,7 @@ from vtakit.compiler.vta.runtime import (
     pack_activation, pack_bias, pack_weight, resolve_device, run_compiled, unpack_activation,
 )
 from vtakit.compiler.vta.schedule import Schedule, apply
-from vtakit.compiler.vta.te import conv2d_def, eltwise_def, maxpool_def, split_channel_shift
+from vtakit.compiler.vta.te import ComputeDef, PoolWindow, conv2d_def, eltwise_def, maxpool_def, split_channel_shift
 from vtakit.compiler.vta.templates import ConvKnobs, EltwiseKnobs, conv_schedule, eltwise_schedule
 from vtakit.isa.config import HwConfig
 from vtakit.isa.opcodes import AluOp
@@ -126,8 +133,13 @@ def _check_conv_args(name: str, x_shape, w_shape, stride, padding) -> None:
 def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding: int = 0, bias: bool = False,
                    shift: int | None = None, clip: tuple[int, int] | None = None, schedule=None,
                    vthreads: int | None = None, residual: tuple[int, tuple[int, int]] | None = None,
-                   channel_shift: bool = False, name: str = "conv2d") -> tuple[CompiledOp, Any]:
+                   channel_shift: bool = False, pool: tuple[int, int, int] | None = None,
+                   name: str = "conv2d") -> tuple[CompiledOp, Any]:
     """Compile a convolution; returns the relocatable program and the schedule used.
+
+    `pool` = (kernel, stride, pad): a max pool fused after the epilogue (lowering/pool.py), stored pooled;
+    its schedule keeps whole rows per tile (`pool_conv_knobs`; a tuning log's knobs, a dict, that
+    split the rows give way to it, ConvKnobs given here are checked by the lowering).
 
     `residual` = (shift, clip): a residual add fused into the epilogue (te.conv2d_def); its schedule is
     the one tuned for the plain convolution when that still fits, else the heuristic's.  With
@@ -139,12 +151,19 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
     _check_conv_args(name, x_shape, w_shape, stride, padding)
     if residual is not None:
         residual = requant_args(name, residual[0], residual[1])
+    window = PoolWindow(*pool) if pool is not None else None
     compute = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
                          bias=bias, shift=shift, clip=clip, residual=residual, channel_shift=channel_shift,
-                         name=name)
+                         pool=window, name=name)
     shape = conv_shape(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
                        epilogue_ops=len(compute.steps), planes=compute.out_planes, residual=residual is not None,
                        vectors=1 + channel_shift)
+    if window is not None and isinstance(schedule, dict) and ("tile_oh" not in schedule or "tile_ow" not in schedule
+                                                              or pool_schedule_reason(compute, schedule["tile_oh"],
+                                                                                      schedule["tile_ow"])):
+        schedule = None  # a tuning log's tiles (tuned for the plain conv) that cannot carry the pool
+    if window is not None and schedule is None:
+        schedule = pool_conv_knobs(cfg, shape, compute, vthreads)
     if schedule is None and vthreads is None:
         plain = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
                            bias=bias, shift=shift, clip=clip, channel_shift=channel_shift,
@@ -159,12 +178,72 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
     schedule = _knobs(schedule, ConvKnobs)
     if schedule is None:
         schedule = default_conv_knobs(cfg, shape, vthreads)
-    sched = conv_schedule(schedule, bias=bias, residual=residual is not None, channel_shift=channel_shift) \
-        if isinstance(schedule, ConvKnobs) else schedule
+    sched = conv_schedule(schedule, bias=bias, residual=residual is not None, channel_shift=channel_shift,
+                          interleave=window is not None) if isinstance(schedule, ConvKnobs) else schedule
     if not isinstance(sched, Schedule):
         raise CompileError(f"schedule must be ConvKnobs, a dict of them or a Schedule, got "
                            f"{type(schedule).__name__}", op=name)
     return lower(apply(compute, sched), cfg, name), schedule
+
+
+@lru_cache(maxsize=64)
+def pool_conv_knobs(cfg: HwConfig, s: ConvShape, compute: ComputeDef, vthreads: int | None = None) -> ConvKnobs:
+    """The cheapest convolution knobs by heuristics' cost model (the pool's ALU work and the epilogue's
+    tail on the pooled tile counted as epilogue passes over the tile) that keep whole rows per tile
+    and leave acc room for the pool's buffers (lowering/pool.py); threads over rows then take
+    alternate tiles (`conv_schedule(interleave)`)."""
+    p = compute.pool
+    pw, ph = p.out_size(s.ow), p.out_size(s.oh)
+    anchor = anchor_tap(p, s.ow) is not None
+    tail = len(compute.steps) - after_pool(compute.steps)
+    # ALU cycles per pooled entry (2 per tensor-operand micro-op): the row taps, the reset and taps of
+    # the pooled rows, the tail; as passes over the conv tile's entries
+    per_pooled = 2 * p.kernel * (p.kernel if not anchor else p.kernel - 1) / max(1, p.stride) + 1 + 2 * p.kernel \
+        + 1.5 * tail
+    passes = per_pooled * ph * pw / (s.oh * s.ow) - tail
+    shape = replace(s, epilogue_ops=max(0, round(s.epilogue_ops + passes)))
+    best: tuple[float, ConvKnobs] | None = None
+    for t_oc, t_ic, t_oh in product(candidates(s.ocb), candidates(s.icb), candidates(s.oh)):
+        if pool_schedule_reason(compute, t_oh, s.ow):
+            continue
+        starts = list(range(0, s.oh, t_oh))
+        halo = halo_rows(p, s.oh, starts)
+        out_rows = max(len(pooled_rows(p, s.oh, a, min(a + t_oh, s.oh))) for a in starts)
+        in_place = rows_in_place(p, s.oh, s.ow, [(a, min(a + t_oh, s.oh)) for a in starts])
+        extra = 0 if in_place else t_oc * out_rows * pw  # per thread
+        shared = s.nb * s.ocb * halo * pw + (0 if anchor else t_oc * t_oh * pw)
+        for order, axis, vt, hoist in product(("oc", "sp"), ("oh", "oc"), [vthreads] if vthreads else [2, 1],
+                                              (False, True)):
+            k = ConvKnobs(t_oc, t_oh, s.ow, t_ic, order, axis, vt, hoist)
+            terms = conv_terms(cfg, shape, k)
+            if terms is None:
+                continue
+            res = terms.acc_tile if s.residual and cfg.acc8_load else 0
+            acc = (terms.acc_tile + t_oc * s.vectors + res + extra) * vt + shared
+            if acc <= cfg.acc_depth and (best is None or terms.cycles < best[0]):
+                best = (terms.cycles, k)
+    if best is None:
+        raise CompileError(f"no tiling of this convolution leaves room for the fused max pool on config "
+                           f"{cfg.label}", op=compute.name)
+    return best[1]
+
+
+def fused_pool_reason(cfg: HwConfig, *, x_shape, w_shape, stride: int, padding: int, pool: tuple[int, int, int],
+                      residual: bool = False, channel_shift: bool = False, name: str = "conv2d") -> str | None:
+    """Why a max pool cannot join this convolution's task on `cfg` (None if it can): the graph's
+    fusion pass asks before fusing, so such a pool stays its own task."""
+    n, c, h, w = x_shape
+    try:
+        compute = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=w_shape[0], kh=w_shape[2], kw=w_shape[3],
+                             stride=stride, pad=padding, shift=0, clip=(-128, 127), channel_shift=channel_shift,
+                             pool=PoolWindow(*pool), name=name)
+        shape = conv_shape(cfg, n=n, c_in=c, h=h, w=w, c_out=w_shape[0], kh=w_shape[2], kw=w_shape[3], stride=stride,
+                           pad=padding, epilogue_ops=len(compute.steps) + 2 * residual, planes=1,
+                           residual=residual, vectors=1 + channel_shift)
+        pool_conv_knobs(cfg, shape, compute)
+    except CompileError as e:
+        return str(e)
+    return None
 
 
 def conv_packing(cfg: HwConfig, *, x_shape, w_shape, stride: int, padding: int, bias: np.ndarray | None,
@@ -189,9 +268,11 @@ def conv_packing(cfg: HwConfig, *, x_shape, w_shape, stride: int, padding: int, 
 def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, bias: np.ndarray | None = None,
            shift: int | np.ndarray | None = None, clip: tuple[int, int] | None = None, config=None, device="sim",
            schedule=None, vthreads: int | None = None, timeout_s: float | None = None,
-           packing: str | None = None, name: str = "conv2d") -> tuple[np.ndarray, OpReport]:
+           packing: str | None = None, pool: tuple[int, int, int] | None = None,
+           name: str = "conv2d") -> tuple[np.ndarray, OpReport]:
     """`packing` ("none", "im2col", "space_to_depth"; default: the cost model's choice when no
-    schedule is given, else "none") rewrites the convolution on the host (`packing.py`)."""
+    schedule is given, else "none") rewrites the convolution on the host (`packing.py`).  `pool` =
+    (kernel, stride, pad) max-pools the int8 result on chip before the store (the result is pooled)."""
     cfg = _cfg(config)
     _check_array("x", name, x, np.int8, 4)
     _check_array("w", name, w, np.int8, 4)
@@ -212,7 +293,7 @@ def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, b
     op, used = compile_conv2d(cfg, x_shape=g.x_shape, w_shape=g.w_shape, stride=g.stride, padding=g.padding,
                               bias=bias is not None and not pk.bias_lanes, shift=shift, clip=clip,
                               schedule=schedule, vthreads=vthreads, channel_shift=shift_vector is not None,
-                              name=name)
+                              pool=pool, name=name)
     t1 = time.perf_counter()
     inputs = {"data": pack_activation(pk.input(x), cfg.batch, cfg.block_in),
               "weight": pack_weight(pk.weight(w, bias), cfg.block_out, cfg.block_in)}
@@ -224,7 +305,8 @@ def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, b
     t2 = time.perf_counter()
     y = unpack_activation(out, x.shape[0], w.shape[0])
     n, c, _, _ = x.shape
-    macs = int(np.prod(y.shape)) * c * w.shape[2] * w.shape[3]
+    oh, ow = op.compute.out.tensor.shape[2:]   # the convolution's output (before a fused pool)
+    macs = n * w.shape[0] * oh * ow * c * w.shape[2] * w.shape[3]
     report = _report(name, op, stats, macs, t1 - t0, t2 - t1, used)
     report.packing = pk.label
     return y, report

@@ -62,6 +62,33 @@ class AluStep:
 
 
 @dataclass(frozen=True)
+class PoolWindow:
+    """A square max pool (kernel, stride, symmetric pad) applied to an output tile on chip before its
+    store (a conv -> max pool fused by graph/fusion.py; lowering/pool.py): padding never wins."""
+
+    kernel: int
+    stride: int
+    pad: int = 0
+
+    def out_size(self, n: int) -> int:
+        return (n + 2 * self.pad - self.kernel) // self.stride + 1
+
+    def first(self, i: int) -> int:
+        """The first input index window `i` covers (negative: padding)."""
+        return self.stride * i - self.pad
+
+    def valid(self, i: int, n: int) -> range:
+        """The input indices window `i` reads inside an extent `n`."""
+        return range(max(0, self.first(i)), min(n, self.first(i) + self.kernel))
+
+    def outputs(self, d: int, n: int) -> range:
+        """The windows whose tap `d` (0 <= d < kernel) lands inside an extent `n`."""
+        s, shift = self.stride, self.pad - d          # index = s * i - shift
+        lo = max(0, -(-shift // s))
+        return range(lo, max(lo, min(self.out_size(n), (n - 1 + shift) // s + 1)))
+
+
+@dataclass(frozen=True)
 class ComputeDef:
     name: str
     axes: tuple[Axis, ...]
@@ -73,6 +100,8 @@ class ComputeDef:
     steps: tuple[AluStep, ...] = ()
     out_planes: int = 1
     """1: acc truncated to out_bits; 4: the full int32 accumulator as four byte planes."""
+    pool: PoolWindow | None = None
+    """A max pool over (oh, ow) of the finished tile; "out" in DRAM is then the pooled tensor."""
 
     def __post_init__(self) -> None:
         names = [a.name for a in self.axes]
@@ -159,14 +188,16 @@ def epilogue(cfg: HwConfig, bias: Access | None, shift: int | None,
 def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, kh: int, kw: int,
                stride: int = 1, pad: int = 0, bias: bool = False, shift: int | None = None,
                clip: tuple[int, int] | None = None, residual: tuple[int, tuple[int, int]] | None = None,
-               channel_shift: bool = False, name: str = "conv2d") -> ComputeDef:
+               channel_shift: bool = False, pool: PoolWindow | None = None,
+               name: str = "conv2d") -> ComputeDef:
     """Convolution in NCHW{batch}n{block}c x OIHW{block}o{block}i layouts.
 
     `residual` = (shift, clip) fuses the residual add that reads this convolution's int8 result:
     after the requantizing epilogue the int8 tensor "res" is added to the tile, shifted and clipped
     again (the QAdd's semantics), so the sum leaves in the convolution's one store.  With
     `channel_shift` the epilogue also shifts each output channel right by its entry of the int32
-    `shift` vector (laid out like the bias; see `split_channel_shift`)."""
+    `shift` vector (laid out like the bias; see `split_channel_shift`).  `pool` max-pools the finished
+    int8 tile on chip (lowering/pool.py): "out" is then the pooled tensor in DRAM."""
     oh, ow = (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1
     if oh < 1 or ow < 1:
         raise CompileError(f"kernel {kh}x{kw} with padding {pad} does not fit a {h}x{w} input", op=name)
@@ -190,8 +221,17 @@ def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
         _need_acc8(cfg, name)
         res = Access(Tensor("res", (nb, ocb, oh, ow), MemId.ACC_8BIT, pad="error"), out_index)
         steps += (AluStep(AluOp.ADD, operand=res),) + epilogue(cfg, None, residual[0], residual[1])
+    if pool is not None:
+        if not requant:
+            raise CompileError("a fused max pool needs the convolution's int8 result (a shift or clip)", op=name)
+        if not (pool.kernel >= 1 and pool.stride >= 1 and 0 <= pool.pad < pool.kernel):
+            raise CompileError(f"fused max pool: kernel {pool.kernel}, stride {pool.stride}, pad {pool.pad} "
+                               f"(need kernel, stride >= 1 and 0 <= pad < kernel)", op=name)
+        if pool.out_size(oh) < 1 or pool.out_size(ow) < 1:
+            raise CompileError(f"fused max pool window {pool.kernel} with padding {pool.pad} does not fit the "
+                               f"{oh}x{ow} convolution output", op=name)
     return ComputeDef(name, axes, out, reduce="gemm", data=data, weight=weight, steps=steps,
-                      out_planes=1 if requant else 4)
+                      out_planes=1 if requant else 4, pool=pool)
 
 
 def split_channel_shift(cfg: HwConfig, shifts, name: str) -> tuple[int, np.ndarray]:

@@ -33,8 +33,11 @@ class ConvKnobs:
 
 
 def conv_schedule(k: ConvKnobs, *, bias: bool = False, residual: bool = False,
-                  channel_shift: bool = False) -> Schedule:
-    """The schedule a ConvKnobs describes (per-channel vectors, bias and shift, load with each output tile)."""
+                  channel_shift: bool = False, interleave: bool = False) -> Schedule:
+    """The schedule a ConvKnobs describes (per-channel vectors, bias and shift, load with each output tile).
+
+    Virtual threads take contiguous runs of tiles; with `interleave` thread v takes every vthreads-th
+    tile instead, so the threads' tiles finish in loop order (a fused pool's halo passes in order)."""
     s = Schedule()
     for axis, factor in (("oc", k.tile_oc), ("oh", k.tile_oh), ("ow", k.tile_ow), ("ic", k.tile_ic)):
         s = s.split(axis, factor)
@@ -42,7 +45,11 @@ def conv_schedule(k: ConvKnobs, *, bias: bool = False, residual: bool = False,
     outer = ["n"] + (channel + space if k.order == "oc" else space + channel)
     s = s.reorder(*outer, "ic.o", "oh.i", "ow.i", "oc.i", "ic.i", "kh", "kw")
     names = {name: name for name in outer}
-    if k.vthreads > 1:
+    if k.vthreads > 1 and interleave:
+        loop = f"{k.vthread_axis}.o"
+        s = s.split(loop, k.vthreads).virtual_thread(f"{loop}.i", k.vthreads)
+        names[loop] = f"{loop}.i.t"
+    elif k.vthreads > 1:
         loop = f"{k.vthread_axis}.o"
         s = s.virtual_thread(loop, k.vthreads)
         names[loop] = f"{loop}.t"

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from vtakit.compiler.graph.ir import Graph, Node
-from vtakit.compiler.vta.ops import compile_conv2d, compile_eltwise, conv_packing
+from vtakit.compiler.vta.ops import compile_conv2d, compile_eltwise, conv_packing, fused_pool_reason
 from vtakit.compiler.vta.packing import ConvGeometry, ReductionPacking, packing
 from vtakit.compiler.vta.runtime import pack_bias, pack_weight
 from vtakit.compiler.vta.te import split_channel_shift
@@ -36,7 +36,8 @@ def nchw(shape: tuple[int, ...]) -> tuple[int, int, int, int] | None:
 
 def lower_linear(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> AccelProgram:
     """QConv and QDense: a GEMM over packed weights with the requantizing epilogue (and a fused residual
-    add, `residual` = the add's (shift, clip), reading the int8 tensor inputs[3])."""
+    add, `residual` = the add's (shift, clip), reading the int8 tensor inputs[3]; a fused max pool,
+    `pool` = (kernel, stride, pad))."""
     a = n.attrs
     x_shape = nchw(g.tensors[n.inputs[0]].shape)
     w = g.consts[n.inputs[1]]
@@ -54,14 +55,15 @@ def lower_linear(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> Acc
     op, used = compile_conv2d(cfg, x_shape=p.x_shape, w_shape=p.w_shape, stride=p.stride, padding=p.padding,
                               bias=has_bias and not pk.bias_lanes, shift=shift,
                               clip=tuple(a["clip"]) if "clip" in a else None, schedule=schedule,
-                              residual=residual, channel_shift=shift_vector is not None, name=n.name)
+                              residual=residual, channel_shift=shift_vector is not None,
+                              pool=tuple(a["pool"]) if "pool" in a else None, name=n.name)
     consts = {"weight": pack_weight(pk.weight(w4, bias), cfg.block_out, cfg.block_in)}
     if has_bias and not pk.bias_lanes:
         consts["bias"] = pack_bias(bias, cfg.batch, cfg.block_out)
     if shift_vector is not None:
         consts["shift"] = pack_bias(shift_vector, cfg.batch, cfg.block_out)
-    o_shape = nchw(g.tensors[n.outputs[0]].shape)
-    macs = int(np.prod(o_shape, dtype=np.int64)) * x_shape[1] * w4.shape[2] * w4.shape[3]
+    oh, ow = op.compute.out.tensor.shape[2:]   # the convolution's output, before a fused pool
+    macs = x_shape[0] * w4.shape[0] * oh * ow * x_shape[1] * w4.shape[2] * w4.shape[3]
     packings = {"data": pk.to_spec()} if pk.kind != "none" else {}
     acts = {"data": n.inputs[0]}
     if residual is not None:  # the fused residual add's other operand (graph.fusion)
@@ -85,6 +87,23 @@ def _host_packing(g: Graph, n: Node, cfg: HwConfig, x_shape, w_shape, stride: in
     a = n.attrs
     return conv_packing(cfg, x_shape=x_shape, w_shape=w_shape, stride=stride, padding=pad, bias=bias,
                         shift=shift, clip=tuple(a["clip"]) if "clip" in a else None, name=n.name)
+
+
+def pool_fusion_reason(g: Graph, n: Node, cfg: HwConfig, window: tuple[int, int, int]) -> str | None:
+    """Why the QConv `n`'s task cannot take a max pool `window` (kernel, stride, pad) on `cfg`, in the
+    geometry `lower_linear` compiles (packed where the host writes its input); None if it can."""
+    a = n.attrs
+    w = g.consts[n.inputs[1]]
+    shift = a.get("shift")
+    per_channel = isinstance(shift, tuple)
+    if per_channel:
+        shift, _ = split_channel_shift(cfg, shift, n.name)
+    bias = g.consts[n.inputs[2]] if len(n.inputs) > 2 and n.inputs[2] else None
+    pk = _host_packing(g, n, cfg, nchw(g.tensors[n.inputs[0]].shape), w.shape, a["strides"][0], a["pads"][0], bias,
+                       shift, None)
+    p = pk.packed
+    return fused_pool_reason(cfg, x_shape=p.x_shape, w_shape=p.w_shape, stride=p.stride, padding=p.padding,
+                             pool=window, residual="residual" in a, channel_shift=per_channel, name=n.name)
 
 
 def lower_add(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> AccelProgram:

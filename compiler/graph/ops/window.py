@@ -103,6 +103,9 @@ def _infer_conv(node: Node, g: Graph) -> list[TensorInfo]:
     if w.shape[0] % a["group"]:
         raise fail(node, f"{w.shape[0]} output channels do not split into {a['group']} groups")
     oh, ow = _spatial(node, x, w.shape[2:], a["strides"], a["pads"], a["dilations"])
+    if "pool" in a:  # a fused max pool (graph.fusion)
+        kernel, stride, pad = a["pool"]
+        oh, ow = pool_out(oh, kernel, stride, pad, pad), pool_out(ow, kernel, stride, pad, pad)
     return [TensorInfo((x.shape[0], w.shape[0], oh, ow), "float32")]
 
 
@@ -122,7 +125,11 @@ def _run_qconv(node: Node, args: list, k) -> object:
         y = run_requantized(y, a["shift"], a["clip"], k)
     if "residual" in a:  # a residual add fused into the conv (graph.fusion): the QAdd's kernel after it
         shift, clip = a["residual"]
-        return k.add_int8(y, args[3], shift=shift, clip=tuple(clip))
+        y = k.add_int8(y, args[3], shift=shift, clip=tuple(clip))
+    if "pool" in a:  # a max pool fused into the conv (graph.fusion): the MaxPool's kernel after it
+        kernel, stride, pad = a["pool"]
+        y = k.max_pool2d(y, kernel=(kernel, kernel), stride=(stride, stride), pads=(pad,) * 4, dilation=(1, 1),
+                         ceil_mode=False)
     return y
 
 

@@ -13,6 +13,9 @@ from vtakit.compiler.vta.lowering.capacity import allocate
 from vtakit.compiler.vta.lowering.dma import Fill, plan_transfers
 from vtakit.compiler.vta.lowering.move import (IDENTITY, added_call, direct_operands, identity_weight, moved_calls,
                                                moves_int8, stage_name)
+from vtakit.compiler.vta.lowering.pool import (POOL_CARRY, POOL_OUT, POOL_ROWS, after_pool, halo_rows, pool_calls,
+                                               pool_tile, pooled_shape, post_calls, tile_order_reason,
+                                               tiles_in_place)
 from vtakit.compiler.vta.lowering.tensorize import IntrinsicCall, compute_call, match, tile_calls, tile_op
 from vtakit.compiler.vta.lowering.tokens import Record, insert_tokens
 from vtakit.compiler.vta.lowering.uops import Folded, UopCache, fold
@@ -24,11 +27,15 @@ LOWERING_STEPS: tuple[tuple[str, str], ...] = (
     ("move.moved_calls / added_call", "per int8 load into acc without LOAD.ACC8: INP load, GEMM reset and "
                                       "identity GEMM; an added operand: one identity GEMM into the output tile"),
     ("tensorize.compute_call / tile_calls", "per compute and epilogue statement: intrinsic calls over a tile"),
+    ("pool.pool_calls / post_calls", "per output tile of a conv with a fused max pool: ALU passes pooling the "
+                                      "tile on chip (halo rows carried between tiles), the epilogue's monotone "
+                                      "tail on the pooled tile, the pooled rows' store"),
     ("uops.fold + UopCache", "per call: loops folded into GEMM/ALU iterations, micro-op kernels kept resident"),
     ("tokens.insert_tokens", "once, after the walk: dependency tokens between load, compute and store"),
 )
 
-__all__ = ["IDENTITY", "LOWERING_STEPS", "Fill", "Folded", "IntrinsicCall", "Record", "UopCache", "allocate",
+__all__ = ["IDENTITY", "LOWERING_STEPS", "POOL_CARRY", "POOL_OUT", "POOL_ROWS", "after_pool", "halo_rows",
+           "pool_calls", "pool_tile", "pooled_shape", "post_calls", "tile_order_reason", "tiles_in_place", "Fill", "Folded", "IntrinsicCall", "Record", "UopCache", "allocate",
            "added_call", "compute_call", "direct_operands", "fold", "identity_weight", "insert_tokens", "match",
            "moved_calls",
            "moves_int8", "plan_transfers", "stage_name", "tile_calls", "tile_op"]

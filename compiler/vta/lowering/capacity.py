@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from vtakit.errors import CompileError
 from vtakit.compiler.vta.loopnest import LoopNest, Stmt
 from vtakit.compiler.vta.lowering.move import IDENTITY, direct_operands, moved_tensors, stage_name
+from vtakit.compiler.vta.lowering.pool import POOL_OUT, pool_footprints
 from vtakit.compiler.vta.regions import region_of
 from vtakit.isa.config import HwConfig
 
@@ -38,11 +39,14 @@ def allocate(nest: LoopNest, cfg: HwConfig, stmts: list[Stmt]) -> Allocation:
     compute = nest.compute
     accesses = {a.tensor.name: a for a in compute.accesses()}
     footprint: dict[str, int] = {}
+    out_tiles = []
     for s in stmts:
         if s.kind in ("load", "out_begin"):
             box = nest.box(s.values, nest.placement[s.tensor])
-            size = region_of(accesses[s.tensor], box).size
-            footprint[s.tensor] = max(footprint.get(s.tensor, 0), size)
+            region = region_of(accesses[s.tensor], box)
+            footprint[s.tensor] = max(footprint.get(s.tensor, 0), region.size)
+            if s.kind == "out_begin":
+                out_tiles.append(region)
     copies = {t: nest.vthreads if nest.per_thread(t) else 1 for t in footprint}
     scopes = dict(nest.scopes)
     out = compute.out.tensor.name
@@ -56,6 +60,9 @@ def allocate(nest: LoopNest, cfg: HwConfig, stmts: list[Stmt]) -> Allocation:
         scopes[t] = "inp"
     if moved or direct:
         footprint[IDENTITY], copies[IDENTITY], scopes[IDENTITY] = 1, 1, "wgt"
+    if compute.pool is not None:  # the fused pool's scratch, pooled tile (per thread) and carry (lowering.pool)
+        for t, size in pool_footprints(compute, out_tiles).items():
+            footprint[t], copies[t], scopes[t] = size, copies[out] if t == POOL_OUT else 1, "acc"
     base, used = {}, {}
     for t in sorted(footprint):
         scope = scopes[t]

@@ -6,7 +6,7 @@ import pytest
 
 from vtakit.compiler.graph.execute import run_graph
 from vtakit.compiler.graph.fold import canonicalize_dense, fold_into_conv, fuse_activations
-from vtakit.compiler.graph.fusion import fuse_residual_adds
+from vtakit.compiler.graph.fusion import fuse_max_pools, fuse_residual_adds
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.partition import PartitionOptions, partition
 from vtakit.compiler.graph.plan import plan_dram
@@ -104,6 +104,48 @@ def residual_graph():
              Node("Add", "add", ["b", "p"], ["s"], dict(act=(0.0, float("inf")))),
              Node("Softmax", "sm", ["s"], ["y"], dict(axis=1, legacy=False))]
     return graph(nodes, {"x": (1, 16, 8, 8)}, consts, ["y"])
+
+
+def test_max_pool_fuses_into_the_conv_producing_it():
+    """graph.fusion: on the accelerator a MaxPool joins the task of the QConv producing its input (its
+    only reader); the fused node's output is the pool's, and the host interpreter gives the same bits.
+    A pool on the host, or the option off, leaves the pair apart."""
+    g = residual_graph()
+    q = quantize(g, calibrate(g, [{"x": RNG.standard_normal((1, 16, 8, 8)).astype(np.float32)}]))
+    pool = q.node("pool")
+    fused = q.copy()
+    place = fuse_max_pools(fused, partition(fused, HwConfig.preset("pynq")))
+    assert [n.op for n in fused.nodes] == ["Quantize", "QConv", "QConv", "QAdd", "Dequantize", "Softmax"]
+    conv = fused.node("c1")
+    assert conv.attrs["pool"] == (2, 2, 0) and conv.outputs == pool.outputs and place["c1"] == "vta"
+    assert "pool" not in place and fused.tensors[conv.outputs[0]].shape == (1, 16, 4, 4)
+    infer_graph(fused)
+    assert fused.tensors[conv.outputs[0]].shape == (1, 16, 4, 4)
+    for _ in range(2):
+        x = RNG.standard_normal((1, 16, 8, 8)).astype(np.float32)
+        assert np.array_equal(run_graph(fused, {"x": x})["y"], run_graph(q, {"x": x})["y"])
+    kept = q.copy()
+    fuse_max_pools(kept, partition(kept, HwConfig.preset("pynq"), PartitionOptions(host_nodes=("pool",))))
+    assert [n.op for n in kept.nodes] == [n.op for n in q.nodes]
+    # with the config: fused only where a tiling leaves room (a 3x3/2 pool after a conv with rows of 1100
+    # columns: two rows of one block already fill pynq's acc buffer), else the pool stays its own task
+    assert fuse_max_pools(q.copy(), partition(q, HwConfig.preset("pynq")), HwConfig.preset("pynq"))["c1"] == "vta"
+    wide = Graph([Node("QConv", "c", ["x", "w"], ["y"], dict(CONV, shift=6, clip=(0, 127))),
+                  Node("MaxPool", "p", ["y"], ["z"], dict(kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1),
+                                                          dilations=(1, 1), ceil_mode=False))],
+                 {"x": TensorInfo((1, 16, 4, 1100), "int8"), "y": TensorInfo((1, 16, 4, 1100), "int8"),
+                  "z": TensorInfo((1, 16, 2, 550), "int8")}, ["x"], ["z"], {})
+    wide.consts["w"] = np.ones((16, 16, 3, 3), np.int8)
+    wide.tensors["w"] = TensorInfo((16, 16, 3, 3), "int8")
+    fuse_max_pools(wide, {"c": "vta", "p": "vta"}, HwConfig.preset("pynq"))
+    assert [n.op for n in wide.nodes] == ["QConv", "MaxPool"]
+    fuse_max_pools(wide, {"c": "vta", "p": "vta"})
+    assert [n.op for n in wide.nodes] == ["QConv"] and wide.nodes[0].attrs["pool"] == (3, 2, 1)
+    # with its residual add fused first, the conv c2 takes no pool (none follows it); c1 still does
+    both = q.copy()
+    place = fuse_residual_adds(both, partition(both, HwConfig.preset("pynq")))
+    fuse_max_pools(both, place)
+    assert [n.op for n in both.nodes] == ["Quantize", "QConv", "QConv", "Dequantize", "Softmax"]
 
 
 def test_quantize_shares_exponents_and_never_shifts_left():
