@@ -248,23 +248,3 @@ def pack_depthwise_weight(w: np.ndarray, block: int) -> np.ndarray:
     idx = np.arange(block)
     out[:, :, :, idx, idx] = padded.reshape(cb, block, kh, kw).transpose(0, 2, 3, 1)
     return out
-
-
-def reference_depthwise(x: np.ndarray, w: np.ndarray, *, stride: int, pads: Pads,
-                        bias: np.ndarray | None = None) -> np.ndarray:
-    """The int32 depthwise convolution in numpy (NCHW int8 x (C, 1, KH, KW) int8)."""
-    n, c, h, wd = x.shape
-    kh, kw = w.shape[2:]
-    top, left, bottom, right = pads
-    xp = np.pad(x.astype(np.int32), ((0, 0), (0, 0), (top, bottom), (left, right)))
-    oh, ow = out_size(h, kh, stride, top, bottom), out_size(wd, kw, stride, left, right)
-    y = np.zeros((n, c, oh, ow), np.int32)
-    for i in range(kh):
-        for j in range(kw):
-            y += xp[:, :, i:i + stride * (oh - 1) + 1:stride, j:j + stride * (ow - 1) + 1:stride] \
-                * w[None, :, 0, i, j, None, None].astype(np.int32)
-    if bias is not None:
-        y += bias.astype(np.int32)[None, :, None, None]
-    return y
-
-

@@ -230,6 +230,45 @@ def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, b
     return y, report
 
 
+def depthwise_conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int | tuple = 0,
+                     bias: np.ndarray | None = None, shift: int | np.ndarray | None = None,
+                     clip: tuple[int, int] | None = None, config=None, device="sim", schedule=None,
+                     timeout_s: float | None = None, name: str = "depthwise") -> tuple[np.ndarray, OpReport]:
+    """Depthwise convolution (w int8 (C, 1, KH, KW)) as a block-diagonal GEMM (`depthwise.py`);
+    `padding` one value or (top, left, bottom, right)."""
+    from vtakit.compiler.vta.depthwise import compile_depthwise, pack_depthwise_weight
+
+    cfg = _cfg(config)
+    _check_array("x", name, x, np.int8, 4)
+    _check_array("w", name, w, np.int8, 4)
+    if w.shape[:2] != (x.shape[1], 1):
+        raise CompileError(f"depthwise weights must be ({x.shape[1]}, 1, KH, KW) for {x.shape[1]} channels, "
+                           f"got {w.shape}", op=name)
+    pads = (padding,) * 4 if isinstance(padding, (int, np.integer)) else tuple(padding)
+    shift_vector = None
+    if isinstance(shift, (np.ndarray, list, tuple)):
+        if len(shift) != w.shape[0]:
+            raise CompileError(f"shift has {len(shift)} entries for {w.shape[0]} channels", op=name)
+        shift, shift_vector = split_channel_shift(cfg, shift, name)
+    shift, clip = requant_args(name, shift, clip)
+    t0 = time.perf_counter()
+    op, used = compile_depthwise(cfg, x_shape=x.shape, kernel=w.shape[2:], stride=stride, pads=pads,
+                                 bias=bias is not None, shift=shift, clip=clip,
+                                 channel_shift=shift_vector is not None, schedule=schedule, name=name)
+    t1 = time.perf_counter()
+    inputs = {"data": pack_activation(x, cfg.batch, cfg.block_in), "weight": pack_depthwise_weight(w, cfg.block_out)}
+    if bias is not None:
+        _check_array("bias", name, bias, np.int32, 1)
+        inputs["bias"] = pack_bias(bias, cfg.batch, cfg.block_out)
+    if shift_vector is not None:
+        inputs["shift"] = pack_bias(shift_vector, cfg.batch, cfg.block_out)
+    out, stats = run_compiled(op, resolve_device(device, cfg), inputs, timeout_s)
+    t2 = time.perf_counter()
+    y = unpack_activation(out, x.shape[0], x.shape[1])
+    macs = int(np.prod(y.shape)) * w.shape[2] * w.shape[3]
+    return y, _report(name, op, stats, macs, t1 - t0, t2 - t1, used)
+
+
 def dense(x: np.ndarray, w: np.ndarray, *, bias: np.ndarray | None = None, shift: int | np.ndarray | None = None,
           clip: tuple[int, int] | None = None, config=None, device="sim", schedule=None,
           vthreads: int | None = None, timeout_s: float | None = None,
