@@ -24,13 +24,14 @@ from vtakit.compiler.vta.codegen import CompiledOp, lower
 from vtakit.compiler.vta.dispatch import conv2d_key, lookup as tuned
 from vtakit.compiler.vta.heuristics import conv_shape, conv_terms, default_conv_knobs, default_eltwise_knobs
 from vtakit.compiler.vta.packing import (
-    KINDS as PACKINGS, ConvGeometry, ReductionPacking, choose_packing, packing as make_packing, with_bias_lanes,
+    KINDS as PACKINGS, ConvGeometry, ReductionPacking, choose_packing, cost_window, packing as make_packing,
+    with_bias_lanes,
 )
 from vtakit.compiler.vta.runtime import (
     pack_activation, pack_bias, pack_weight, resolve_device, run_compiled, unpack_activation,
 )
 from vtakit.compiler.vta.schedule import Schedule, apply
-from vtakit.compiler.vta.te import conv2d_def, eltwise_def, maxpool_def, split_channel_shift
+from vtakit.compiler.vta.te import Padding, conv2d_def, eltwise_def, maxpool_def, split_channel_shift
 from vtakit.compiler.vta.templates import ConvKnobs, EltwiseKnobs, conv_schedule, eltwise_schedule
 from vtakit.isa.config import HwConfig
 from vtakit.isa.opcodes import AluOp
@@ -119,11 +120,14 @@ def _report(name: str, op: CompiledOp, stats: RunStats, macs: int, compile_s: fl
 def _check_conv_args(name: str, x_shape, w_shape, stride, padding) -> None:
     if w_shape[1] != x_shape[1]:
         raise CompileError(f"weights expect {w_shape[1]} input channels, data has {x_shape[1]}", op=name)
-    if not isinstance(stride, int) or stride < 1 or not isinstance(padding, int) or padding < 0:
-        raise CompileError(f"stride must be >= 1 and padding >= 0, got {stride}, {padding}", op=name)
+    pads = (padding,) if isinstance(padding, int) else tuple(padding) if isinstance(padding, (tuple, list)) else ()
+    if not isinstance(stride, int) or stride < 1 or len(pads) not in (1, 4) \
+            or not all(isinstance(p, (int, np.integer)) and p >= 0 for p in pads):
+        raise CompileError(f"stride must be >= 1 and padding >= 0 (one value or top, left, bottom, right), "
+                           f"got {stride}, {padding}", op=name)
 
 
-def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding: int = 0, bias: bool = False,
+def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding: Padding = 0, bias: bool = False,
                    shift: int | None = None, clip: tuple[int, int] | None = None, schedule=None,
                    vthreads: int | None = None, residual: tuple[int, tuple[int, int]] | None = None,
                    channel_shift: bool = False, name: str = "conv2d") -> tuple[CompiledOp, Any]:
@@ -142,14 +146,15 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
     compute = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
                          bias=bias, shift=shift, clip=clip, residual=residual, channel_shift=channel_shift,
                          name=name)
-    shape = conv_shape(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
+    ch, cw, cpad, key_pad = cost_window(h, w, padding)
+    shape = conv_shape(cfg, n=n, c_in=c, h=ch, w=cw, c_out=o, kh=kh, kw=kw, stride=stride, pad=cpad,
                        epilogue_ops=len(compute.steps), planes=compute.out_planes, residual=residual is not None,
                        vectors=1 + channel_shift)
     if schedule is None and vthreads is None:
         plain = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
                            bias=bias, shift=shift, clip=clip, channel_shift=channel_shift,
                            name=name) if residual is not None else compute
-        key = conv2d_key(x_shape=x_shape, w_shape=w_shape, stride=stride, padding=padding,
+        key = conv2d_key(x_shape=x_shape, w_shape=w_shape, stride=stride, padding=key_pad,
                          epilogue=tuple(step.op.name + ("V" if step.op is AluOp.SHR and step.operand is not None
                                                         else "") for step in plain.steps))
         schedule = tuned(key, cfg)

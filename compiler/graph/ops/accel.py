@@ -45,7 +45,7 @@ def lower_linear(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> Acc
     w4 = w.reshape(w.shape + (1, 1)) if w.ndim == 2 else w
     has_bias = len(n.inputs) > 2 and bool(n.inputs[2])
     stride = a["strides"][0] if n.op == "QConv" else 1
-    pad = a["pads"][0] if n.op == "QConv" else 0
+    pad = conv_padding(a["pads"]) if n.op == "QConv" else 0
     bias = g.consts[n.inputs[2]] if has_bias else None
     residual = (a["residual"][0], tuple(a["residual"][1])) if "residual" in a else None
     shift, shift_vector = a.get("shift"), None
@@ -69,6 +69,11 @@ def lower_linear(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> Acc
     if residual is not None:  # the fused residual add's other operand (graph.fusion)
         acts["res"] = n.inputs[3]
     return AccelProgram(op, used, consts, acts, macs, packings)
+
+
+def conv_padding(pads) -> int | tuple[int, int, int, int]:
+    """A QConv's pads as the accelerator's convolution takes them: one value, or (top, left, bottom, right)."""
+    return int(pads[0]) if len(set(pads)) == 1 else tuple(int(p) for p in pads)
 
 
 def is_depthwise(g: Graph, n: Node) -> bool:

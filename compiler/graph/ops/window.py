@@ -139,8 +139,6 @@ def _place_qconv(g: Graph, n: Node, cfg) -> str | None:
         return "different strides along H and W"
     if a["group"] != 1:
         return place_depthwise(g, n, cfg)
-    if len(set(a["pads"])) != 1:
-        return "asymmetric padding"
     return None
 
 
