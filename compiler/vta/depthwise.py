@@ -114,10 +114,9 @@ def depthwise_schedule(k: DepthwiseKnobs, *, bias: bool, channel_shift: bool) ->
     """Channel tiles outermost, each tile's weights loaded once; input tile (with its halo) per output tile."""
     s = Schedule().split("c", k.tile_c).split("oh", k.tile_oh).split("ow", k.tile_ow)
     s = s.reorder("n", "c.o", "oh.o", "ow.o", "oh.i", "ow.i", "c.i", "kh", "kw")
-    tile_loop = "ow.o"
     if k.vthreads > 1:
         s = s.virtual_thread("oh.o", k.vthreads)
-        tile_loop = "ow.o"
+    tile_loop = "ow.o"                 # the innermost tile loop: one output tile per iteration
     s = (s.cache_read("data", "inp").cache_read("weight", "wgt").cache_write("out", "acc")
          .dma_copy("data", tile_loop).dma_copy("out", tile_loop).dma_copy("weight", "c.o"))
     if bias:
