@@ -59,7 +59,7 @@ class DepthwiseShape:
     kw: int
     stride: int
     pads: Pads
-    epilogue_ops: int
+    epilogue_ops: int   # ALU cycles per output entry (a step reading a vector operand takes two)
     vectors: int        # per-channel acc vectors beside each output tile (bias, shift)
 
     @property
@@ -186,23 +186,38 @@ def host_cycles(cfg: HwConfig, s: DepthwiseShape) -> float:
     return moved / cfg.bus_bytes + macs / (HOST_GMACS * 1e3 / cfg.clock_mhz)
 
 
+@lru_cache(maxsize=256)
+def simulated_cycles(cfg: HwConfig, *, x_shape, kernel: tuple[int, int], stride: int, pads: Pads, bias: bool,
+                     shift: int | None, clip: tuple[int, int] | None, channel_shift: bool) -> int:
+    """The cycle model's count for the compiled depthwise convolution, run once on zeros (its timing does not
+    depend on the values).  Cached: the partition asks again for each reader of the result."""
+    from vtakit.compiler.vta.runtime import resolve_device, run_compiled
+
+    op, _ = compile_depthwise(cfg, x_shape=x_shape, kernel=kernel, stride=stride, pads=pads, bias=bias,
+                              shift=shift, clip=clip, channel_shift=channel_shift)
+    zeros = {name: np.zeros(op.tensors[name].nbytes(cfg), np.uint8) for name in op.inputs}
+    return run_compiled(op, resolve_device("sim", cfg), zeros)[1].cycles
+
+
 def depthwise_choice(cfg: HwConfig, *, x_shape, kernel: tuple[int, int], stride: int, pads: Pads,
                      bias: bool = False, shift: int | None = None, clip: tuple[int, int] | None = None,
                      channel_shift: bool = False) -> str | None:
-    """None when the cycle model puts the depthwise convolution on the accelerator below its host round
-    trip (`host_cycles`), else why it stays on the host."""
+    """None when the cycle model runs the depthwise convolution on the accelerator in fewer cycles than its
+    host round trip (`host_cycles`), else why it stays on the host."""
     n, c, h, w = x_shape
+    kernel, pads = tuple(kernel), tuple(pads)
     try:
         compute = depthwise_def(cfg, n=n, c=c, h=h, w=w, kh=kernel[0], kw=kernel[1], stride=stride, pads=pads,
                                 bias=bias, shift=shift, clip=clip, channel_shift=channel_shift)
         shape = depthwise_shape(cfg, n=n, c=c, h=h, w=w, kh=kernel[0], kw=kernel[1], stride=stride, pads=pads,
                                 compute=compute)
-        accel = depthwise_cost(cfg, shape, default_depthwise_knobs(cfg, shape))
+        accel = simulated_cycles(cfg, x_shape=tuple(x_shape), kernel=kernel, stride=stride, pads=pads, bias=bias,
+                                 shift=shift, clip=clip, channel_shift=channel_shift)
     except CompileError as e:
         return str(e)
     host = host_cycles(cfg, shape)
-    if accel is None or accel > host:
-        return f"the host round trip is cheaper: {host:,.0f} cycles vs {accel:,.0f} on the accelerator"
+    if accel > host:
+        return f"the host round trip is cheaper: {host:,.0f} cycles vs {accel:,} on the cycle model"
     return None
 
 
@@ -210,7 +225,7 @@ def depthwise_shape(cfg: HwConfig, *, n: int, c: int, h: int, w: int, kh: int, k
                     compute: ComputeDef) -> DepthwiseShape:
     vectors = sum(1 for st in compute.steps if st.operand is not None)
     return DepthwiseShape(ceil_div(n, cfg.batch), ceil_div(c, cfg.block_out), h, w, kh, kw, stride, tuple(pads),
-                          len(compute.steps), max(1, vectors))
+                          (len(compute.steps) + vectors) * cfg.alu_ii, max(1, vectors))
 
 
 def compile_depthwise(cfg: HwConfig, *, x_shape, kernel: tuple[int, int], stride: int, pads: Pads,

@@ -8,7 +8,8 @@ import pytest
 
 from vtakit.compiler.vta import ops, reference
 from vtakit.compiler.vta.depthwise import (DepthwiseKnobs, default_depthwise_knobs, depthwise_choice,
-                                           depthwise_cost, depthwise_def, depthwise_shape, pack_depthwise_weight)
+                                           depthwise_cost, depthwise_def, depthwise_shape, host_cycles,
+                                           pack_depthwise_weight, simulated_cycles)
 from vtakit.errors import CompileError
 from vtakit.isa.config import HwConfig
 
@@ -75,10 +76,17 @@ def test_cost_model_follows_the_cycle_model():
     assert abs(est - rep.cycles) <= 0.3 * rep.cycles, (est, rep.cycles)
 
 
-def test_placement_weighs_the_accelerator_against_the_host_round_trip():
-    big = dict(x_shape=(1, 32, 56, 56), kernel=(3, 3), stride=1, pads=(1, 1, 1, 1), bias=True, shift=8,
-               clip=(0, 127))
+def test_placement_weighs_the_cycle_model_against_the_host_round_trip():
+    """Stride-2 and 5x5 layers win on the accelerator; a small 3x3 one with a full epilogue does not."""
+    big = dict(x_shape=(1, 144, 56, 56), kernel=(5, 5), stride=2, pads=(1, 1, 2, 2), bias=True, shift=0,
+               clip=(0, 127), channel_shift=True)
     assert depthwise_choice(PYNQ, **big) is None
+    small = dict(big, x_shape=(1, 24, 17, 17), kernel=(3, 3), stride=1, pads=(1, 1, 1, 1))
+    assert "host round trip is cheaper" in depthwise_choice(PYNQ, **small)
+    assert simulated_cycles(PYNQ, **small) > host_cycles(PYNQ, depthwise_shape(
+        PYNQ, n=1, c=24, h=17, w=17, kh=3, kw=3, stride=1, pads=(1, 1, 1, 1),
+        compute=depthwise_def(PYNQ, n=1, c=24, h=17, w=17, kh=3, kw=3, stride=1, pads=(1, 1, 1, 1), bias=True,
+                              shift=0, clip=(0, 127), channel_shift=True)))
     slow_bus = PYNQ.replace(block_in=8, inp_buff_bytes=1 << 14, wgt_buff_bytes=1 << 17)
     assert "diagonal weight blocks" in depthwise_choice(slow_bus, **big)
 
