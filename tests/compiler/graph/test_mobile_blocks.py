@@ -70,12 +70,11 @@ def test_every_conv_runs_on_the_accelerator_without_round_trips(compiled):
 def test_bit_identical_on_host_fsim_and_cycle_model_and_close_to_float(compiled):
     model, module = compiled
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    for _ in range(2):
-        x = RNG.uniform(-1, 1, SHAPE).astype(np.float32)
-        ref = module.run(x, device="cpu")["y"]
-        assert np.array_equal(module.run(x, device="fsim")["y"], ref)
-        assert np.array_equal(module.run(x, device="sim")["y"], ref)
-        want = sess.run(None, {"x": x})[0]
-        cos = float(ref.ravel() @ want.ravel() / np.linalg.norm(ref) / np.linalg.norm(want))
-        assert cos > 0.98, cos
+    x = RNG.uniform(-1, 1, SHAPE).astype(np.float32)
+    ref = module.run(x, device="cpu")["y"]
+    assert np.array_equal(module.run(x, device="fsim")["y"], ref)
+    assert np.array_equal(module.run(x, device="sim")["y"], ref)
+    want = sess.run(None, {"x": x})[0]
+    cos = float(ref.ravel() @ want.ravel() / np.linalg.norm(ref) / np.linalg.norm(want))
+    assert cos > 0.98, cos
     assert module.last_run.accelerator_cycles > 0
