@@ -188,20 +188,21 @@ def host_cycles(cfg: HwConfig, s: DepthwiseShape) -> float:
 
 @lru_cache(maxsize=256)
 def simulated_cycles(cfg: HwConfig, *, x_shape, kernel: tuple[int, int], stride: int, pads: Pads, bias: bool,
-                     shift: int | None, clip: tuple[int, int] | None, channel_shift: bool) -> int:
+                     shift: int | None, clip: tuple[int, int] | None, channel_shift: bool,
+                     name: str = "depthwise") -> int:
     """The cycle model's count for the compiled depthwise convolution, run once on zeros (its timing does not
     depend on the values).  Cached: the partition asks again for each reader of the result."""
     from vtakit.compiler.vta.runtime import resolve_device, run_compiled
 
     op, _ = compile_depthwise(cfg, x_shape=x_shape, kernel=kernel, stride=stride, pads=pads, bias=bias,
-                              shift=shift, clip=clip, channel_shift=channel_shift)
+                              shift=shift, clip=clip, channel_shift=channel_shift, name=name)
     zeros = {name: np.zeros(op.tensors[name].nbytes(cfg), np.uint8) for name in op.inputs}
     return run_compiled(op, resolve_device("sim", cfg), zeros)[1].cycles
 
 
 def depthwise_choice(cfg: HwConfig, *, x_shape, kernel: tuple[int, int], stride: int, pads: Pads,
                      bias: bool = False, shift: int | None = None, clip: tuple[int, int] | None = None,
-                     channel_shift: bool = False) -> str | None:
+                     channel_shift: bool = False, name: str = "depthwise") -> str | None:
     """None when the cycle model runs the depthwise convolution on the accelerator in fewer cycles than its
     host round trip (`host_cycles`), else why it stays on the host."""
     n, c, h, w = x_shape
@@ -212,7 +213,7 @@ def depthwise_choice(cfg: HwConfig, *, x_shape, kernel: tuple[int, int], stride:
         shape = depthwise_shape(cfg, n=n, c=c, h=h, w=w, kh=kernel[0], kw=kernel[1], stride=stride, pads=pads,
                                 compute=compute)
         accel = simulated_cycles(cfg, x_shape=tuple(x_shape), kernel=kernel, stride=stride, pads=pads, bias=bias,
-                                 shift=shift, clip=clip, channel_shift=channel_shift)
+                                 shift=shift, clip=clip, channel_shift=channel_shift, name=name)
     except CompileError as e:
         return str(e)
     host = host_cycles(cfg, shape)
@@ -232,7 +233,25 @@ def compile_depthwise(cfg: HwConfig, *, x_shape, kernel: tuple[int, int], stride
                       bias: bool = False, shift: int | None = None, clip: tuple[int, int] | None = None,
                       channel_shift: bool = False, schedule: DepthwiseKnobs | dict | None = None,
                       name: str = "depthwise") -> tuple[CompiledOp, DepthwiseKnobs]:
-    """Compile a depthwise convolution; returns the relocatable program and the knobs used."""
+    """Compile a depthwise convolution; returns the relocatable program and the knobs used.  With the
+    default knobs the result is cached: the partition compiles each layer to count its cycles
+    (`simulated_cycles`), and lowering then takes the same program."""
+    if schedule is None:
+        return _compile_default(cfg, tuple(x_shape), tuple(kernel), stride, tuple(pads), bias, shift, clip,
+                                channel_shift, name)
+    return _compile(cfg, x_shape=x_shape, kernel=kernel, stride=stride, pads=pads, bias=bias, shift=shift,
+                    clip=clip, channel_shift=channel_shift, schedule=schedule, name=name)
+
+
+@lru_cache(maxsize=64)
+def _compile_default(cfg: HwConfig, x_shape, kernel, stride, pads, bias, shift, clip, channel_shift,
+                     name) -> tuple[CompiledOp, DepthwiseKnobs]:
+    return _compile(cfg, x_shape=x_shape, kernel=kernel, stride=stride, pads=pads, bias=bias, shift=shift,
+                    clip=clip, channel_shift=channel_shift, schedule=None, name=name)
+
+
+def _compile(cfg: HwConfig, *, x_shape, kernel, stride, pads, bias, shift, clip, channel_shift, schedule,
+             name) -> tuple[CompiledOp, DepthwiseKnobs]:
     n, c, h, w = x_shape
     kh, kw = kernel
     if not isinstance(stride, (int, np.integer)) or stride < 1 or len(pads) != 4 or min(pads) < 0:

@@ -84,7 +84,8 @@ def is_depthwise(g: Graph, n: Node) -> bool:
             and len(x) == 4 and x[1] == n.attrs["group"])
 
 
-def _depthwise_args(g: Graph, n: Node, cfg: HwConfig) -> dict:
+def _depthwise_args(g: Graph, n: Node, cfg: HwConfig) -> tuple[dict, np.ndarray | None]:
+    """compile_depthwise's arguments for a depthwise QConv, and its per-channel shift vector (or None)."""
     a = n.attrs
     shift, shift_vector = a.get("shift"), None
     if isinstance(shift, tuple):
@@ -106,7 +107,7 @@ def place_depthwise(g: Graph, n: Node, cfg: HwConfig) -> str | None:
     if reason:
         return reason
     args, _ = _depthwise_args(g, n, cfg)
-    return depthwise_choice(cfg, **{k: v for k, v in args.items() if k != "name"})
+    return depthwise_choice(cfg, **args)
 
 
 def lower_depthwise(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> AccelProgram:
