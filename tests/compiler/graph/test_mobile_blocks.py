@@ -9,6 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import vtakit
+from vtakit.compiler.graph.module import CompiledModule
 
 RNG = np.random.default_rng(616)
 SHAPE = (1, 3, 65, 65)
@@ -67,13 +68,15 @@ def test_every_conv_runs_on_the_accelerator_without_round_trips(compiled):
     assert module.last_run.border_transfers == 4
 
 
-def test_bit_identical_on_host_fsim_and_cycle_model_and_close_to_float(compiled):
+def test_bit_identical_on_host_fsim_and_cycle_model_and_close_to_float(compiled, tmp_path):
     model, module = compiled
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     x = RNG.uniform(-1, 1, SHAPE).astype(np.float32)
     ref = module.run(x, device="cpu")["y"]
     assert np.array_equal(module.run(x, device="fsim")["y"], ref)
     assert np.array_equal(module.run(x, device="sim")["y"], ref)
+    loaded = CompiledModule.load(module.save(tmp_path / "mobile.vtamod"))   # depthwise tasks saved as programs
+    assert np.array_equal(loaded.run(x, device="sim")["y"], ref)
     want = sess.run(None, {"x": x})[0]
     cos = float(ref.ravel() @ want.ravel() / np.linalg.norm(ref) / np.linalg.norm(want))
     assert cos > 0.98, cos
