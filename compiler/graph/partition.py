@@ -1,8 +1,9 @@
 """Partitioning: which nodes of a quantized graph become accelerator tasks, which stay on the host.
 
-The accelerator takes int8 convolutions with one stride and one symmetric
-padding, dense layers, same-shape residual adds, relu and square max pooling
-(ops.py's operators); everything else runs on the host.  VTA kept the first
+The accelerator takes int8 convolutions with one stride (any padding),
+depthwise convolutions where the cycle model puts them below the host round
+trip (vta/depthwise.py), dense layers, same-shape residual adds, relu and square
+max pooling (ops.py's operators); everything else runs on the host.  VTA kept the first
 convolution (3 input channels waste 13/16 of the GEMM) and the classifier on the
 CPU; `PartitionOptions` makes that a choice instead of a rule.
 """

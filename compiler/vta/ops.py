@@ -31,13 +31,16 @@ from vtakit.compiler.vta.lowering.pool import (
     after_pool, anchor_tap, halo_rows, pool_schedule_reason, pooled_rows, rows_in_place,
 )
 from vtakit.compiler.vta.packing import (
-    KINDS as PACKINGS, ConvGeometry, ReductionPacking, choose_packing, packing as make_packing, with_bias_lanes,
+    KINDS as PACKINGS, ConvGeometry, ReductionPacking, choose_packing, cost_window, packing as make_packing,
+    with_bias_lanes,
 )
 from vtakit.compiler.vta.runtime import (
     pack_activation, pack_bias, pack_weight, resolve_device, run_compiled, unpack_activation,
 )
 from vtakit.compiler.vta.schedule import Schedule, apply
-from vtakit.compiler.vta.te import ComputeDef, PoolWindow, conv2d_def, eltwise_def, maxpool_def, split_channel_shift
+from vtakit.compiler.vta.te import (
+    ComputeDef, Padding, PoolWindow, conv2d_def, eltwise_def, maxpool_def, split_channel_shift,
+)
 from vtakit.compiler.vta.templates import ConvKnobs, EltwiseKnobs, conv_schedule, eltwise_schedule
 from vtakit.isa.config import HwConfig
 from vtakit.isa.opcodes import AluOp
@@ -126,11 +129,14 @@ def _report(name: str, op: CompiledOp, stats: RunStats, macs: int, compile_s: fl
 def _check_conv_args(name: str, x_shape, w_shape, stride, padding) -> None:
     if w_shape[1] != x_shape[1]:
         raise CompileError(f"weights expect {w_shape[1]} input channels, data has {x_shape[1]}", op=name)
-    if not isinstance(stride, int) or stride < 1 or not isinstance(padding, int) or padding < 0:
-        raise CompileError(f"stride must be >= 1 and padding >= 0, got {stride}, {padding}", op=name)
+    pads = (padding,) if isinstance(padding, int) else tuple(padding) if isinstance(padding, (tuple, list)) else ()
+    if not isinstance(stride, int) or stride < 1 or len(pads) not in (1, 4) \
+            or not all(isinstance(p, (int, np.integer)) and p >= 0 for p in pads):
+        raise CompileError(f"stride must be >= 1 and padding >= 0 (one value or top, left, bottom, right), "
+                           f"got {stride}, {padding}", op=name)
 
 
-def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding: int = 0, bias: bool = False,
+def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding: Padding = 0, bias: bool = False,
                    shift: int | None = None, clip: tuple[int, int] | None = None, schedule=None,
                    vthreads: int | None = None, residual: tuple[int, tuple[int, int]] | None = None,
                    channel_shift: bool = False, pool: tuple[int, int, int] | None = None,
@@ -155,7 +161,8 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
     compute = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
                          bias=bias, shift=shift, clip=clip, residual=residual, channel_shift=channel_shift,
                          pool=window, name=name)
-    shape = conv_shape(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
+    ch, cw, cpad, key_pad = cost_window(h, w, padding)
+    shape = conv_shape(cfg, n=n, c_in=c, h=ch, w=cw, c_out=o, kh=kh, kw=kw, stride=stride, pad=cpad,
                        epilogue_ops=len(compute.steps), planes=compute.out_planes, residual=residual is not None,
                        vectors=1 + channel_shift)
     if window is not None and isinstance(schedule, dict) and ("tile_oh" not in schedule or "tile_ow" not in schedule
@@ -168,7 +175,7 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
         plain = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
                            bias=bias, shift=shift, clip=clip, channel_shift=channel_shift,
                            name=name) if residual is not None else compute
-        key = conv2d_key(x_shape=x_shape, w_shape=w_shape, stride=stride, padding=padding,
+        key = conv2d_key(x_shape=x_shape, w_shape=w_shape, stride=stride, padding=key_pad,
                          epilogue=tuple(step.op.name + ("V" if step.op is AluOp.SHR and step.operand is not None
                                                         else "") for step in plain.steps))
         schedule = tuned(key, cfg)
@@ -228,7 +235,7 @@ def pool_conv_knobs(cfg: HwConfig, s: ConvShape, compute: ComputeDef, vthreads: 
     return best[1]
 
 
-def fused_pool_reason(cfg: HwConfig, *, x_shape, w_shape, stride: int, padding: int, pool: tuple[int, int, int],
+def fused_pool_reason(cfg: HwConfig, *, x_shape, w_shape, stride: int, padding: Padding, pool: tuple[int, int, int],
                       residual: bool = False, channel_shift: bool = False, name: str = "conv2d") -> str | None:
     """Why a max pool cannot join this convolution's task on `cfg` (None if it can): the graph's
     fusion pass asks before fusing, so such a pool stays its own task."""
@@ -237,8 +244,9 @@ def fused_pool_reason(cfg: HwConfig, *, x_shape, w_shape, stride: int, padding: 
         compute = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=w_shape[0], kh=w_shape[2], kw=w_shape[3],
                              stride=stride, pad=padding, shift=0, clip=(-128, 127), channel_shift=channel_shift,
                              pool=PoolWindow(*pool), name=name)
-        shape = conv_shape(cfg, n=n, c_in=c, h=h, w=w, c_out=w_shape[0], kh=w_shape[2], kw=w_shape[3], stride=stride,
-                           pad=padding, epilogue_ops=len(compute.steps) + 2 * residual, planes=1,
+        ch, cw, cpad, _ = cost_window(h, w, padding)
+        shape = conv_shape(cfg, n=n, c_in=c, h=ch, w=cw, c_out=w_shape[0], kh=w_shape[2], kw=w_shape[3], stride=stride,
+                           pad=cpad, epilogue_ops=len(compute.steps) + 2 * residual, planes=1,
                            residual=residual, vectors=1 + channel_shift)
         pool_conv_knobs(cfg, shape, compute)
     except CompileError as e:
@@ -310,6 +318,45 @@ def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, b
     report = _report(name, op, stats, macs, t1 - t0, t2 - t1, used)
     report.packing = pk.label
     return y, report
+
+
+def depthwise_conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int | tuple = 0,
+                     bias: np.ndarray | None = None, shift: int | np.ndarray | None = None,
+                     clip: tuple[int, int] | None = None, config=None, device="sim", schedule=None,
+                     timeout_s: float | None = None, name: str = "depthwise") -> tuple[np.ndarray, OpReport]:
+    """Depthwise convolution (w int8 (C, 1, KH, KW)) as a block-diagonal GEMM (`depthwise.py`);
+    `padding` one value or (top, left, bottom, right)."""
+    from vtakit.compiler.vta.depthwise import compile_depthwise, pack_depthwise_weight
+
+    cfg = _cfg(config)
+    _check_array("x", name, x, np.int8, 4)
+    _check_array("w", name, w, np.int8, 4)
+    if w.shape[:2] != (x.shape[1], 1):
+        raise CompileError(f"depthwise weights must be ({x.shape[1]}, 1, KH, KW) for {x.shape[1]} channels, "
+                           f"got {w.shape}", op=name)
+    pads = (padding,) * 4 if isinstance(padding, (int, np.integer)) else tuple(padding)
+    shift_vector = None
+    if isinstance(shift, (np.ndarray, list, tuple)):
+        if len(shift) != w.shape[0]:
+            raise CompileError(f"shift has {len(shift)} entries for {w.shape[0]} channels", op=name)
+        shift, shift_vector = split_channel_shift(cfg, shift, name)
+    shift, clip = requant_args(name, shift, clip)
+    t0 = time.perf_counter()
+    op, used = compile_depthwise(cfg, x_shape=x.shape, kernel=w.shape[2:], stride=stride, pads=pads,
+                                 bias=bias is not None, shift=shift, clip=clip,
+                                 channel_shift=shift_vector is not None, schedule=schedule, name=name)
+    t1 = time.perf_counter()
+    inputs = {"data": pack_activation(x, cfg.batch, cfg.block_in), "weight": pack_depthwise_weight(w, cfg.block_out)}
+    if bias is not None:
+        _check_array("bias", name, bias, np.int32, 1)
+        inputs["bias"] = pack_bias(bias, cfg.batch, cfg.block_out)
+    if shift_vector is not None:
+        inputs["shift"] = pack_bias(shift_vector, cfg.batch, cfg.block_out)
+    out, stats = run_compiled(op, resolve_device(device, cfg), inputs, timeout_s)
+    t2 = time.perf_counter()
+    y = unpack_activation(out, x.shape[0], x.shape[1])
+    macs = int(np.prod(y.shape)) * w.shape[2] * w.shape[3]
+    return y, _report(name, op, stats, macs, t1 - t0, t2 - t1, used)
 
 
 def dense(x: np.ndarray, w: np.ndarray, *, bias: np.ndarray | None = None, shift: int | np.ndarray | None = None,

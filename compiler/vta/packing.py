@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vtakit.compiler.vta.heuristics import conv_cost, conv_shape, default_conv_knobs
+from vtakit.compiler.vta.te import Padding, pads4
 from vtakit.errors import CompileError
 from vtakit.isa.arith import ceil_div
 from vtakit.isa.config import HwConfig
@@ -37,13 +38,14 @@ class ConvGeometry:
     x_shape: tuple[int, int, int, int]
     w_shape: tuple[int, int, int, int]
     stride: int
-    padding: int
+    padding: Padding
 
     @property
     def out_hw(self) -> tuple[int, int]:
         _, _, h, w = self.x_shape
         _, _, kh, kw = self.w_shape
-        return ((h + 2 * self.padding - kh) // self.stride + 1, (w + 2 * self.padding - kw) // self.stride + 1)
+        top, left, bottom, right = pads4(self.padding)
+        return ((h + top + bottom - kh) // self.stride + 1, (w + left + right - kw) // self.stride + 1)
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,8 @@ class ReductionPacking:
     def to_spec(self) -> str:
         """A one-line text form (module manifests, buffer keys); `from_spec` reads it back."""
         g = self.original
-        dims = ",".join(map(str, g.x_shape + g.w_shape + (g.stride, g.padding, self.bias_lanes)))
+        pads = (g.padding,) if isinstance(g.padding, (int, np.integer)) else tuple(g.padding)
+        dims = ",".join(map(str, g.x_shape + g.w_shape + (g.stride, *pads, self.bias_lanes)))
         return f"{self.kind}/{dims}"
 
     @classmethod
@@ -74,8 +77,10 @@ class ReductionPacking:
         try:
             kind, dims = spec.split("/")
             v = tuple(int(d) for d in dims.split(","))
-            g = ConvGeometry(v[0:4], v[4:8], v[8], v[9])
-            lanes = v[10]
+            if len(v) not in (11, 14):   # one padding, or top, left, bottom, right
+                raise ValueError(spec)
+            g = ConvGeometry(v[0:4], v[4:8], v[8], v[9] if len(v) == 11 else v[9:13])
+            lanes = v[-1]
         except (ValueError, IndexError):
             raise CompileError(f"bad reduction packing spec {spec!r}") from None
         return _with_lanes(packing(kind, g), lanes)
@@ -109,7 +114,8 @@ class ReductionPacking:
         _, _, kh, kw = g.w_shape
         oh, ow = g.out_hw
         if self.kind == "im2col":
-            xp = _pad(x, g.padding, h + 2 * g.padding, w + 2 * g.padding)
+            top, left, bottom, right = pads4(g.padding)
+            xp = _pad(x, g.padding, h + top + bottom, w + left + right)
             s = g.stride
             cols = [xp[:, :, i:i + s * (oh - 1) + 1:s, j:j + s * (ow - 1) + 1:s]
                     for i in range(kh) for j in range(kw)]
@@ -160,12 +166,13 @@ def bias_digits(bias: np.ndarray | None, lanes: int) -> np.ndarray | None:
     return out.astype(np.int8)
 
 
-def _pad(x: np.ndarray, pad: int, rows: int, cols: int) -> np.ndarray:
-    """x with `pad` zeros before each spatial axis, cut or zero-filled to rows x cols."""
+def _pad(x: np.ndarray, pad: Padding, rows: int, cols: int) -> np.ndarray:
+    """x with the top and left `pad` zeros before its spatial axes, cut or zero-filled to rows x cols."""
     n, c, h, w = x.shape
+    top, left = pads4(pad)[:2]
     out = np.zeros((n, c, rows, cols), dtype=x.dtype)
-    hh, ww = min(h, rows - pad), min(w, cols - pad)
-    out[:, :, pad:pad + hh, pad:pad + ww] = x[:, :, :hh, :ww]
+    hh, ww = min(h, rows - top), min(w, cols - left)
+    out[:, :, top:top + hh, left:left + ww] = x[:, :, :hh, :ww]
     return out
 
 
@@ -228,13 +235,23 @@ def _with_lanes(p: ReductionPacking, lanes: int) -> ReductionPacking:
     return ReductionPacking(p.kind, p.original, packed, lanes)
 
 
+def cost_window(h: int, w: int, padding) -> tuple[int, int, int, str]:
+    """(h, w, pad) as the cost model and the tuning key see an asymmetric padding: the padded input with
+    no padding (the same output size), and the key's padding text."""
+    top, left, bottom, right = pads4(padding)
+    if top == left == bottom == right:
+        return h, w, top, str(top)
+    return h + top + bottom, w + left + right, 0, f"{top}_{left}_{bottom}_{right}"
+
+
 def estimate(cfg: HwConfig, p: ReductionPacking, *, epilogue_ops: int, planes: int) -> float | None:
     """The cost model's cycles for the packed convolution under its default knobs (None: nothing fits).
     `epilogue_ops` counts the original's ALU passes; folded bias lanes remove one."""
     g = p.packed
     n, c, h, w = g.x_shape
     o, _, kh, kw = g.w_shape
-    shape = conv_shape(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=g.stride, pad=g.padding,
+    h, w, pad, _ = cost_window(h, w, g.padding)
+    shape = conv_shape(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=g.stride, pad=pad,
                        epilogue_ops=epilogue_ops - (1 if p.bias_lanes else 0), planes=planes)
     try:
         return conv_cost(cfg, shape, default_conv_knobs(cfg, shape))

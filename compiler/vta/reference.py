@@ -7,17 +7,23 @@ then the same wrap and cast the accelerator applies.
 import numpy as np
 
 
-def conv2d(x, w, stride=1, pad=0, bias=None, shift=None, clip=None):
+def conv2d(x, w, stride=1, pad=0, bias=None, shift=None, clip=None, groups=1):
+    """`pad`: one value for every side, or (top, left, bottom, right); `groups`: input channels split
+    into that many groups (w has c / groups input channels; groups == c is a depthwise convolution)."""
     n, c, h, wd = x.shape
-    o, _, kh, kw = w.shape
-    xp = np.zeros((n, c, h + 2 * pad, wd + 2 * pad), np.int64)
-    xp[:, :, pad:pad + h, pad:pad + wd] = x
-    oh, ow = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
+    o, cg, kh, kw = w.shape
+    top, left, bottom, right = (pad,) * 4 if np.ndim(pad) == 0 else pad
+    xp = np.zeros((n, c, h + top + bottom, wd + left + right), np.int64)
+    xp[:, :, top:top + h, left:left + wd] = x
+    oh, ow = (h + top + bottom - kh) // stride + 1, (wd + left + right - kw) // stride + 1
     out = np.zeros((n, o, oh, ow), np.int64)
-    for i in range(kh):
-        for j in range(kw):
-            win = xp[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride]
-            out += np.einsum("nchw,oc->nohw", win, w[:, :, i, j].astype(np.int64))
+    og = o // groups
+    for g in range(groups):
+        for i in range(kh):
+            for j in range(kw):
+                win = xp[:, g * cg:(g + 1) * cg, i:i + stride * oh:stride, j:j + stride * ow:stride]
+                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", win,
+                                                         w[g * og:(g + 1) * og, :, i, j].astype(np.int64))
     out = out.astype(np.int32).astype(np.int64)          # the accumulator wraps at 32 bits
     if bias is not None:
         out = (out + bias.astype(np.int64)[None, :, None, None]).astype(np.int32).astype(np.int64)

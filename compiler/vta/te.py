@@ -185,8 +185,17 @@ def epilogue(cfg: HwConfig, bias: Access | None, shift: int | None,
     return tuple(steps)
 
 
+Padding = int | tuple[int, int, int, int]
+"""One pad for every side, or (top, left, bottom, right)."""
+
+
+def pads4(pad: Padding) -> tuple[int, int, int, int]:
+    """(top, left, bottom, right) of a padding."""
+    return (int(pad),) * 4 if isinstance(pad, (int, np.integer)) else tuple(int(p) for p in pad)
+
+
 def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, kh: int, kw: int,
-               stride: int = 1, pad: int = 0, bias: bool = False, shift: int | None = None,
+               stride: int = 1, pad: Padding = 0, bias: bool = False, shift: int | None = None,
                clip: tuple[int, int] | None = None, residual: tuple[int, tuple[int, int]] | None = None,
                channel_shift: bool = False, pool: PoolWindow | None = None,
                name: str = "conv2d") -> ComputeDef:
@@ -196,9 +205,12 @@ def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
     after the requantizing epilogue the int8 tensor "res" is added to the tile, shifted and clipped
     again (the QAdd's semantics), so the sum leaves in the convolution's one store.  With
     `channel_shift` the epilogue also shifts each output channel right by its entry of the int32
-    `shift` vector (laid out like the bias; see `split_channel_shift`).  `pool` max-pools the finished
-    int8 tile on chip (lowering/pool.py): "out" is then the pooled tensor in DRAM."""
-    oh, ow = (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1
+    `shift` vector (laid out like the bias; see `split_channel_shift`).  Asymmetric `pad` (top, left,
+    bottom, right): reads past the bottom and right edges see zeros (DMA padding) like the others.
+    `pool` max-pools the finished int8 tile on chip (lowering/pool.py): "out" is then the pooled tensor
+    in DRAM."""
+    top, left, bottom, right = pads4(pad)
+    oh, ow = (h + top + bottom - kh) // stride + 1, (w + left + right - kw) // stride + 1
     if oh < 1 or ow < 1:
         raise CompileError(f"kernel {kh}x{kw} with padding {pad} does not fit a {h}x{w} input", op=name)
     nb, icb, ocb = ceil_div(n, cfg.batch), ceil_div(c_in, cfg.block_in), ceil_div(c_out, cfg.block_out)
@@ -206,7 +218,7 @@ def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
             Axis("ic", icb, True), Axis("kh", kh, True), Axis("kw", kw, True))
     v = Affine.var
     data = Access(Tensor("data", (nb, icb, h, w), MemId.INP),
-                  (v("n"), v("ic"), v("oh", stride) + v("kh") - pad, v("ow", stride) + v("kw") - pad))
+                  (v("n"), v("ic"), v("oh", stride) + v("kh") - top, v("ow", stride) + v("kw") - left))
     weight = Access(Tensor("weight", (ocb, icb, kh, kw), MemId.WGT, pad="error"),
                     (v("oc"), v("ic"), v("kh"), v("kw")))
     bias_acc = Access(Tensor("bias", (ocb,), MemId.ACC, pad="error"), (v("oc"),)) if bias else None

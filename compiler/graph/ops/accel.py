@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 
 from vtakit.compiler.graph.ir import Graph, Node
+from vtakit.compiler.vta.depthwise import (compile_depthwise, depthwise_choice, depthwise_reason,
+                                           pack_depthwise_weight)
 from vtakit.compiler.vta.ops import compile_conv2d, compile_eltwise, conv_packing, fused_pool_reason
 from vtakit.compiler.vta.packing import ConvGeometry, ReductionPacking, packing
 from vtakit.compiler.vta.runtime import pack_bias, pack_weight
@@ -44,7 +46,7 @@ def lower_linear(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> Acc
     w4 = w.reshape(w.shape + (1, 1)) if w.ndim == 2 else w
     has_bias = len(n.inputs) > 2 and bool(n.inputs[2])
     stride = a["strides"][0] if n.op == "QConv" else 1
-    pad = a["pads"][0] if n.op == "QConv" else 0
+    pad = conv_padding(a["pads"]) if n.op == "QConv" else 0
     bias = g.consts[n.inputs[2]] if has_bias else None
     residual = (a["residual"][0], tuple(a["residual"][1])) if "residual" in a else None
     shift, shift_vector = a.get("shift"), None
@@ -69,6 +71,67 @@ def lower_linear(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> Acc
     if residual is not None:  # the fused residual add's other operand (graph.fusion)
         acts["res"] = n.inputs[3]
     return AccelProgram(op, used, consts, acts, macs, packings)
+
+
+def conv_padding(pads) -> int | tuple[int, int, int, int]:
+    """A QConv's pads as the accelerator's convolution takes them: one value, or (top, left, bottom, right)."""
+    return int(pads[0]) if len(set(pads)) == 1 else tuple(int(p) for p in pads)
+
+
+def is_depthwise(g: Graph, n: Node) -> bool:
+    """A QConv with one input channel per group and one output channel per input channel."""
+    w = g.consts.get(n.inputs[1])
+    x = g.tensors[n.inputs[0]].shape
+    return (n.attrs["group"] > 1 and w is not None and w.shape[1] == 1 and w.shape[0] == n.attrs["group"]
+            and len(x) == 4 and x[1] == n.attrs["group"])
+
+
+def _depthwise_args(g: Graph, n: Node, cfg: HwConfig) -> tuple[dict, np.ndarray | None]:
+    """compile_depthwise's arguments for a depthwise QConv, and its per-channel shift vector (or None)."""
+    a = n.attrs
+    shift, shift_vector = a.get("shift"), None
+    if isinstance(shift, tuple):
+        shift, shift_vector = split_channel_shift(cfg, shift, n.name)
+    return dict(x_shape=g.tensors[n.inputs[0]].shape, kernel=tuple(a["kernel"]), stride=a["strides"][0],
+                pads=tuple(a["pads"]), bias=len(n.inputs) > 2 and bool(n.inputs[2]), shift=shift,
+                clip=tuple(a["clip"]) if "clip" in a else None, channel_shift=shift_vector is not None,
+                name=n.name), shift_vector
+
+
+def place_depthwise(g: Graph, n: Node, cfg: HwConfig) -> str | None:
+    """Why a grouped QConv stays on the host (None: the accelerator takes it as a block-diagonal GEMM,
+    where the cycle model puts it cheaper than the host round trip, `depthwise.depthwise_choice`)."""
+    if not is_depthwise(g, n):
+        return "grouped convolution (only depthwise: one input channel per group)"
+    if g.tensors[n.inputs[0]].dtype != "int8":
+        return "no accelerator form"
+    reason = depthwise_reason(cfg)
+    if reason:
+        return reason
+    args, _ = _depthwise_args(g, n, cfg)
+    return depthwise_choice(cfg, **args)
+
+
+def lower_depthwise(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> AccelProgram:
+    """A depthwise QConv: a block-diagonal GEMM over the kernel window with the requantizing epilogue
+    (`compiler/vta/depthwise.py`)."""
+    args, shift_vector = _depthwise_args(g, n, cfg)
+    op, used = compile_depthwise(cfg, schedule=schedule, **args)
+    w = g.consts[n.inputs[1]]
+    consts = {"weight": pack_depthwise_weight(w, cfg.block_out)}
+    if args["bias"]:
+        consts["bias"] = pack_bias(g.consts[n.inputs[2]], cfg.batch, cfg.block_out)
+    if shift_vector is not None:
+        consts["shift"] = pack_bias(shift_vector, cfg.batch, cfg.block_out)
+    macs = int(np.prod(nchw(g.tensors[n.outputs[0]].shape), dtype=np.int64)) * w.shape[2] * w.shape[3]
+    return AccelProgram(op, used, consts, {"data": n.inputs[0]}, macs)
+
+
+def lower_qconv(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> AccelProgram:
+    """QConv: depthwise ones as block-diagonal GEMMs, the others as a GEMM over the packed weights."""
+    if n.attrs["group"] != 1:
+        return lower_depthwise(g, n, cfg, schedule)
+    return lower_linear(g, n, cfg, schedule)
 
 
 def _host_packing(g: Graph, n: Node, cfg: HwConfig, x_shape, w_shape, stride: int, pad: int,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from vtakit.compiler.graph.channel_scales import run_requantized
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
-from vtakit.compiler.graph.ops.accel import lower_linear, lower_maxpool
+from vtakit.compiler.graph.ops.accel import lower_maxpool, lower_qconv, place_depthwise
 from vtakit.compiler.graph.ops.registry import (FLOAT32, FLOAT32_INT8, OpDef, Precision, acc8_reason, fail,
                                                 register, text)
 from vtakit.isa.arith import ceil_div
@@ -140,14 +140,12 @@ def _weights_form(g: Graph, n: Node) -> bool:
 
 def _place_qconv(g: Graph, n: Node, cfg) -> str | None:
     a = n.attrs
-    if a["group"] != 1:
-        return "grouped/depthwise convolution"
     if a["dilations"] != (1, 1) and list(a["dilations"]) != [1, 1]:
         return "dilated convolution"
     if a["strides"][0] != a["strides"][1]:
         return "different strides along H and W"
-    if len(set(a["pads"])) != 1:
-        return "asymmetric padding"
+    if a["group"] != 1:
+        return place_depthwise(g, n, cfg)
     return None
 
 
@@ -221,7 +219,7 @@ def _infer_gap(node: Node, g: Graph) -> list[TensorInfo]:
 
 register(OpDef("Conv", _infer_conv, _run_conv, Precision.INT8, ("Conv",), convert_conv, (1, 11, 22),
                int8_form=_weights_form, dtypes=FLOAT32, int8_op="QConv", int8_rule="weights"))
-register(OpDef("QConv", _infer_conv, _run_qconv, None, accel=_place_qconv, lower=lower_linear))
+register(OpDef("QConv", _infer_conv, _run_qconv, None, accel=_place_qconv, lower=lower_qconv))
 register(OpDef("MaxPool", _infer_pool, _run_maxpool, Precision.NEUTRAL, ("MaxPool",), _convert_pool,
                (1, 8, 10, 11, 12, 22), accel=_place_maxpool, lower=lower_maxpool, dtypes=FLOAT32_INT8))
 register(OpDef("AveragePool", _infer_pool, _run_avgpool, Precision.FLOAT, ("AveragePool",), _convert_pool,

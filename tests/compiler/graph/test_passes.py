@@ -197,12 +197,30 @@ def test_partition_rules_and_options():
         PartitionOptions(first_conv="gpu")
 
 
-def test_depthwise_conv_stays_on_the_host_with_a_reason():
-    w = RNG.standard_normal((8, 1, 3, 3)).astype(np.float32)
-    g = graph([Node("Conv", "dw", ["x", "w"], ["y"], dict(CONV, group=8))], {"x": (1, 8, 5, 5)}, dict(w=w), ["y"])
-    q = quantize(g, calibrate(g, [{"x": RNG.standard_normal((1, 8, 5, 5)).astype(np.float32)}]))
-    place = partition(q, HwConfig.preset("pynq"))
-    assert place["dw"] == "host" and "depthwise" in q.notes["host_reasons"]["dw"]
+def _conv_graph(c: int, hw: int, group: int, c_in_group: int = 1, stride: int = 1):
+    """A depthwise (or grouped) conv; at stride 2 a 5x5 one with "same" pads (1, 1, 2, 2)."""
+    k = 5 if stride == 2 else 3
+    w = RNG.standard_normal((c, c_in_group, k, k)).astype(np.float32)
+    attrs = dict(CONV, kernel=(k, k), group=group, strides=(stride, stride),
+                 pads=(1, 1, 2, 2) if stride == 2 else CONV["pads"])
+    g = graph([Node("Conv", "dw", ["x", "w"], ["y"], attrs)], {"x": (1, c, hw, hw)}, dict(w=w), ["y"])
+    return quantize(g, calibrate(g, [{"x": RNG.standard_normal((1, c, hw, hw)).astype(np.float32)}]))
+
+
+def test_depthwise_conv_placement_weighs_accelerator_and_host():
+    """A depthwise conv runs on the accelerator (block-diagonal GEMM) where the cycle model runs it in fewer
+    cycles than the host round trip; a tiny one, another grouping, or a config without diagonal blocks
+    stays on the host."""
+    cfg = HwConfig.preset("pynq")
+    q = _conv_graph(96, 56, 96, stride=2)                  # a 5x5 stride-2 "same" block of a mobile network
+    assert partition(q, cfg)["dw"] == "vta"
+    q = _conv_graph(8, 5, 8)
+    assert partition(q, cfg)["dw"] == "host" and "host round trip is cheaper" in q.notes["host_reasons"]["dw"]
+    q = _conv_graph(32, 28, 8, c_in_group=4)
+    assert partition(q, cfg)["dw"] == "host" and "only depthwise" in q.notes["host_reasons"]["dw"]
+    q = _conv_graph(96, 56, 96, stride=2)
+    odd = cfg.replace(block_in=8, inp_buff_bytes=1 << 14, wgt_buff_bytes=1 << 17)
+    assert partition(q, odd)["dw"] == "host" and "diagonal weight blocks" in q.notes["host_reasons"]["dw"]
 
 
 def test_dram_plan_reuses_space_only_between_disjoint_lifetimes():

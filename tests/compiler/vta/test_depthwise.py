@@ -1,0 +1,118 @@
+"""Depthwise convolutions on the accelerator as a block-diagonal GEMM (`compiler/vta/depthwise.py`):
+bit-exact against numpy on fsim and the cycle model for channel counts that are not multiples of the
+block, odd sizes, strides 1 and 2, symmetric and asymmetric pads and per-channel shifts; the
+placement rule; one RTL run."""
+
+import numpy as np
+import pytest
+
+from vtakit.compiler.vta import ops, reference
+from vtakit.compiler.vta.depthwise import (DepthwiseKnobs, default_depthwise_knobs, depthwise_choice,
+                                           depthwise_cost, depthwise_def, depthwise_shape, host_cycles,
+                                           pack_depthwise_weight, simulated_cycles)
+from vtakit.errors import CompileError
+from vtakit.isa.config import HwConfig
+
+PYNQ = HwConfig.preset("pynq")
+RNG = np.random.default_rng(1616)
+
+CASES = [  # channels, height, width, kernel, stride, pads (top, left, bottom, right)
+    (24, 9, 11, 3, 1, (1, 1, 1, 1)),
+    (40, 13, 13, 3, 2, (0, 0, 1, 1)),      # stride-2 "same" (TensorFlow's SAME_UPPER)
+    (16, 8, 8, 5, 2, (1, 2, 2, 1)),
+    (72, 15, 7, 3, 2, (1, 1, 1, 1)),
+    (5, 7, 6, 3, 1, (0, 0, 0, 0)),
+    (33, 10, 9, 5, 1, (2, 2, 2, 2)),
+]
+
+
+def operands(c: int, h: int, w: int, k: int):
+    x = RNG.integers(-128, 128, (1, c, h, w), dtype=np.int8)
+    wt = RNG.integers(-128, 128, (c, 1, k, k), dtype=np.int8)
+    b = RNG.integers(-5000, 5000, c, dtype=np.int32)
+    return x, wt, b
+
+
+@pytest.mark.parametrize("device", ["fsim", "sim"])
+@pytest.mark.parametrize("c, h, w, k, stride, pads", CASES)
+def test_depthwise_matches_numpy(device, c, h, w, k, stride, pads):
+    x, wt, b = operands(c, h, w, k)
+    y, rep = ops.depthwise_conv2d(x, wt, stride=stride, padding=pads, bias=b, shift=7, clip=(0, 120),
+                                  device=device)
+    want = reference.conv2d(x, wt, stride, pads, b, shift=7, clip=(0, 120), groups=c)
+    assert y.shape == want.shape and np.array_equal(y, want)
+    assert len(np.unique(y)) > 8                        # not all clipped or all zero
+    if device == "sim":
+        assert rep.cycles > 0 and rep.gemm_uops > 0
+
+
+@pytest.mark.parametrize("device", ["fsim", "sim"])
+def test_depthwise_with_per_channel_shifts_and_int32_result(device):
+    x, wt, b = operands(40, 9, 9, 3)
+    shifts = RNG.integers(3, 17, 40)
+    y, _ = ops.depthwise_conv2d(x, wt, stride=2, padding=(0, 0, 1, 1), bias=b, shift=shifts, clip=(0, 96),
+                                device=device)
+    assert np.array_equal(y, reference.conv2d(x, wt, 2, (0, 0, 1, 1), b, shift=shifts, clip=(0, 96), groups=40))
+    acc, _ = ops.depthwise_conv2d(x, wt, padding=1, device=device)   # no requantization: the int32 sums
+    assert acc.dtype == np.int32 and np.array_equal(acc, reference.conv2d(x, wt, 1, 1, groups=40))
+
+
+def test_diagonal_weight_blocks():
+    wt = np.arange(1, 55, dtype=np.int8).reshape(18, 1, 3, 1)
+    packed = pack_depthwise_weight(wt, 16)
+    assert packed.shape == (2, 3, 1, 16, 16)
+    assert packed[0, 1, 0, 5, 5] == wt[5, 0, 1, 0] and packed[1, 2, 0, 1, 1] == wt[17, 0, 2, 0]
+    assert packed[0, 0, 0, 5, 6] == 0 and not packed[1, :, :, 2:, 2:].any()   # channels 18..31 are padding
+
+
+def test_cost_model_follows_the_cycle_model():
+    """The default knobs' estimate stays within 30 % of the cycle simulator on a MobileNet-sized layer."""
+    x, wt, b = operands(64, 28, 28, 3)
+    y, rep = ops.depthwise_conv2d(x, wt, stride=1, padding=1, bias=b, shift=8, clip=(0, 127), device="sim")
+    compute = depthwise_def(PYNQ, n=1, c=64, h=28, w=28, kh=3, kw=3, stride=1, pads=(1,) * 4, bias=True, shift=8,
+                            clip=(0, 127))
+    shape = depthwise_shape(PYNQ, n=1, c=64, h=28, w=28, kh=3, kw=3, stride=1, pads=(1,) * 4, compute=compute)
+    est = depthwise_cost(PYNQ, shape, default_depthwise_knobs(PYNQ, shape))
+    assert abs(est - rep.cycles) <= 0.3 * rep.cycles, (est, rep.cycles)
+
+
+def test_placement_weighs_the_cycle_model_against_the_host_round_trip():
+    """Stride-2 and 5x5 layers win on the accelerator; a small 3x3 one with a full epilogue does not."""
+    big = dict(x_shape=(1, 144, 56, 56), kernel=(5, 5), stride=2, pads=(1, 1, 2, 2), bias=True, shift=0,
+               clip=(0, 127), channel_shift=True)
+    assert depthwise_choice(PYNQ, **big) is None
+    small = dict(big, x_shape=(1, 24, 17, 17), kernel=(3, 3), stride=1, pads=(1, 1, 1, 1))
+    assert "host round trip is cheaper" in depthwise_choice(PYNQ, **small)
+    assert simulated_cycles(PYNQ, **small) > host_cycles(PYNQ, depthwise_shape(
+        PYNQ, n=1, c=24, h=17, w=17, kh=3, kw=3, stride=1, pads=(1, 1, 1, 1),
+        compute=depthwise_def(PYNQ, n=1, c=24, h=17, w=17, kh=3, kw=3, stride=1, pads=(1, 1, 1, 1), bias=True,
+                              shift=0, clip=(0, 127), channel_shift=True)))
+    slow_bus = PYNQ.replace(block_in=8, inp_buff_bytes=1 << 14, wgt_buff_bytes=1 << 17)
+    assert "diagonal weight blocks" in depthwise_choice(slow_bus, **big)
+
+
+def test_bad_depthwise_arguments_are_one_clear_error():
+    x, wt, _ = operands(16, 6, 6, 3)
+    with pytest.raises(CompileError, match=r"depthwise weights must be \(16, 1, KH, KW\)"):
+        ops.depthwise_conv2d(x, wt[:8], device="fsim")
+    with pytest.raises(CompileError, match="does not fit"):
+        ops.depthwise_conv2d(x[:, :, :1, :1], wt, device="fsim")
+    with pytest.raises(CompileError, match="bad depthwise schedule knobs"):
+        ops.depthwise_conv2d(x, wt, schedule={"tile_q": 1}, device="fsim")
+    with pytest.raises(CompileError, match="diagonal weight blocks"):
+        ops.depthwise_conv2d(x, wt, config=PYNQ.replace(block_in=8, inp_buff_bytes=1 << 14,
+                                                       wgt_buff_bytes=1 << 17), device="fsim")
+    y, _ = ops.depthwise_conv2d(x, wt, padding=1, shift=4, schedule=DepthwiseKnobs(1, 2, 3, 1), device="fsim")
+    assert np.array_equal(y, reference.conv2d(x, wt, 1, 1, shift=4, groups=16))
+
+
+def test_depthwise_on_the_rtl_within_two_percent_of_the_cycle_model():
+    """One depthwise task (stride 2, asymmetric pads, per-channel shifts) on the Verilator RTL (build cached)."""
+    x, wt, b = operands(24, 11, 11, 3)
+    shifts = RNG.integers(4, 12, 24)
+    args = dict(stride=2, padding=(0, 0, 1, 1), bias=b, shift=shifts, clip=(0, 127))
+    y, rep = ops.depthwise_conv2d(x, wt, device="rtl", **args)
+    assert np.array_equal(y, reference.conv2d(x, wt, 2, (0, 0, 1, 1), b, shift=shifts, clip=(0, 127), groups=24))
+    assert rep.stats.model == "rtl"
+    _, sim = ops.depthwise_conv2d(x, wt, device="sim", **args)
+    assert abs(sim.cycles - rep.cycles) <= 0.02 * rep.cycles, (sim.cycles, rep.cycles)
