@@ -16,8 +16,8 @@ import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.vta.loopnest import LoopNest, walk
-from vtakit.compiler.vta.lowering import (IDENTITY, Fill, Folded, IntrinsicCall, Record, UopCache, allocate,
-                                          added_call, compute_call, direct_operands, fold, insert_tokens, match,
+from vtakit.compiler.vta.lowering import (IDENTITY, ONES, Fill, Folded, IntrinsicCall, Record, UopCache, allocate,
+                                          added_call, bias_call, compute_call, direct_operands, fold, insert_tokens, match,
                                           moved_calls, moves_int8, plan_transfers, stage_name, tile_calls, tile_op)
 from vtakit.compiler.vta.program import Program, TensorSpec, link_words
 from vtakit.compiler.vta.regions import Region, region_of
@@ -47,7 +47,7 @@ class CompiledOp:
 
     @property
     def inputs(self) -> list[str]:
-        return [t for t in self.tensors if t not in (self.compute.out.tensor.name, "uops", IDENTITY)]
+        return [t for t in self.tensors if t not in (self.compute.out.tensor.name, "uops", IDENTITY, ONES)]
 
     @property
     def output(self) -> str:
@@ -79,6 +79,7 @@ class _Lowering:
         self.out = self.compute.out.tensor.name
         self.direct = set(direct_operands(self.compute, cfg))
         self.identity_loaded = False
+        self.ones_loaded = False
 
     # ---------------------------------------------------------------- emit
     def _copy(self, tensor: str, thread: int) -> int:
@@ -164,6 +165,15 @@ class _Lowering:
                                        writes=frozenset([ident]), reloc=IDENTITY))
         return ident
 
+    def _load_ones(self) -> tuple[str, int]:
+        """The bias GEMM's `ones` INP entry, loaded by the first instruction that needs it (lowering.bias)."""
+        ones = (ONES, 0)
+        if not self.ones_loaded:
+            self.ones_loaded = True
+            self.records.append(Record(Load(MemId.INP, self.alloc.base[ones], 0, 1, 1, 1),
+                                       writes=frozenset([ones]), reloc=ONES))
+        return ones
+
     def _load_inp(self, tensor: str, region: Region, base: int, slot) -> None:
         """An int8 tile as INP elements (same bytes as ACC_8BIT ones when block_in == block_out)."""
         for t in plan_transfers(region, base, what=f"{self.compute.name}: {tensor}")[0]:
@@ -231,6 +241,10 @@ class _Lowering:
             if step.operand is not None and step.operand.tensor.name in self.direct:
                 call = added_call(call, self.alloc.base[(IDENTITY, 0)])
                 reads.append((IDENTITY, 0))
+            elif step.operand is not None and step.operand.tensor.mem == MemId.WGT:  # the bias as a GEMM
+                ones = self._load_ones()
+                call = bias_call(call, self.alloc.base[ones])
+                reads.append(ones)
             self._loop_insn(call, reads=reads, writes=[slot])
         region = regions[self.out]
         for plane in range(self.compute.out_planes):
@@ -254,6 +268,8 @@ def lower(nest: LoopNest, cfg: HwConfig, name: str | None = None) -> CompiledOp:
                for t in compute.tensors().values()}
     if IDENTITY in relocs:
         tensors[IDENTITY] = TensorSpec(IDENTITY, (1,), MemId.WGT)
+    if ONES in relocs:
+        tensors[ONES] = TensorSpec(ONES, (1,), MemId.INP)
     table = low.uops.dram_table()
     tensors["uops"] = TensorSpec("uops", (len(table),), MemId.UOP)
     return CompiledOp(name or compute.name, cfg, compute, [r.insn for r in records],

@@ -39,6 +39,8 @@ class ConvShape:
     planes: int = 1         # 4 when the int32 result leaves as byte planes
     residual: bool = False  # a fused residual add: an int8 tile per output tile (acc slot, or INP if no ACC8)
     vectors: int = 1        # per-channel acc vectors held beside each output tile (bias, per-channel shift)
+    bias_wgt: bool = False  # the bias as WGT digit blocks added by a GEMM (lowering/bias.py), not an acc vector
+    operand_steps: int = 0  # ALU steps reading a second acc entry (2 cycles per entry: one read port)
 
     @property
     def oh(self) -> int:
@@ -109,7 +111,8 @@ def conv_terms(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> ConvTerms | None:
     moved = s.residual and not cfg.acc8_load  # lowering/move.py: the residual tile in INP, the identity in WGT
     res_inp, ident = (acc_tile, 1) if moved else (0, 0)
     res_acc = acc_tile if s.residual and cfg.acc8_load else 0
-    if ((inp_tile + res_inp) * vt > cfg.inp_depth or wgt_tile * copies_w + ident > cfg.wgt_depth
+    bias_wgt, ones = (t_oc * vt, 1) if s.bias_wgt else (0, 0)
+    if ((inp_tile + res_inp) * vt + ones > cfg.inp_depth or wgt_tile * copies_w + ident + bias_wgt > cfg.wgt_depth
             or (acc_tile + t_oc * s.vectors + res_acc) * vt > cfg.acc_depth or kernel * 2 * vt > cfg.uop_depth
             or t_oh * t_ow > 16383 or cols > 65535 or kernel > 16383):
         return None
@@ -129,10 +132,12 @@ def conv_terms(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> ConvTerms | None:
     out_runs = t_oc * (1 if t_ow == s.ow else t_oh)
     store_cycles = out_runs * _row_cycles(cfg, acc_tile // out_runs * eb_out) * s.planes
     res_cycles = out_runs * _row_cycles(cfg, acc_tile // out_runs * eb_out) if s.residual else 0
-    port = steps * inp_cycles + weight_loads * wgt_step + tiles * (store_cycles + res_cycles)
+    bias_cycles = _row_cycles(cfg, t_oc * eb_wgt) if s.bias_wgt else 0
+    port = steps * inp_cycles + weight_loads * wgt_step + tiles * (store_cycles + res_cycles + bias_cycles)
     # Compute module: GEMM micro-ops, resets and epilogue passes, instruction overheads.
     gemm = steps * (t_oh * t_ow * kernel + _INSN_OVERHEAD)
-    tile_ops = tiles * (acc_tile * (1 + s.epilogue_ops + (s.planes - 1)) + _INSN_OVERHEAD * (2 + s.epilogue_ops))
+    tile_ops = tiles * (acc_tile * (1 + s.epilogue_ops + s.operand_steps + (s.planes - 1))
+                        + _INSN_OVERHEAD * (2 + s.epilogue_ops))
     uop_loads = tiles * 2 * (_row_cycles(cfg, kernel * 4) + 1)
     compute = gemm + tile_ops + uop_loads
     first = inp_cycles + wgt_step
@@ -152,9 +157,10 @@ def conv_cost(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> float | None:
 
 def conv_shape(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, kh: int, kw: int,
                stride: int, pad: int, epilogue_ops: int, planes: int, residual: bool = False,
-               vectors: int = 1) -> ConvShape:
+               vectors: int = 1, bias_wgt: bool = False, operand_steps: int = 0) -> ConvShape:
     return ConvShape(ceil_div(n, cfg.batch), ceil_div(c_in, cfg.block_in), ceil_div(c_out, cfg.block_out),
-                     h, w, kh, kw, stride, pad, epilogue_ops, planes, residual=residual, vectors=vectors)
+                     h, w, kh, kw, stride, pad, epilogue_ops, planes, residual=residual, vectors=vectors,
+                     bias_wgt=bias_wgt, operand_steps=operand_steps)
 
 
 @lru_cache(maxsize=256)

@@ -159,14 +159,15 @@ def epilogue(cfg: HwConfig, bias: Access | None, shift: int | None,
 def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, kh: int, kw: int,
                stride: int = 1, pad: int = 0, bias: bool = False, shift: int | None = None,
                clip: tuple[int, int] | None = None, residual: tuple[int, tuple[int, int]] | None = None,
-               channel_shift: bool = False, name: str = "conv2d") -> ComputeDef:
+               channel_shift: bool = False, bias_gemm: bool = False, name: str = "conv2d") -> ComputeDef:
     """Convolution in NCHW{batch}n{block}c x OIHW{block}o{block}i layouts.
 
     `residual` = (shift, clip) fuses the residual add that reads this convolution's int8 result:
     after the requantizing epilogue the int8 tensor "res" is added to the tile, shifted and clipped
     again (the QAdd's semantics), so the sum leaves in the convolution's one store.  With
     `channel_shift` the epilogue also shifts each output channel right by its entry of the int32
-    `shift` vector (laid out like the bias; see `split_channel_shift`)."""
+    `shift` vector (laid out like the bias; see `split_channel_shift`).  With `bias_gemm` the bias is
+    a WGT tensor of digit blocks added by a GEMM (`lowering/bias.py`), not an acc vector."""
     oh, ow = (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1
     if oh < 1 or ow < 1:
         raise CompileError(f"kernel {kh}x{kw} with padding {pad} does not fit a {h}x{w} input", op=name)
@@ -178,7 +179,8 @@ def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
                   (v("n"), v("ic"), v("oh", stride) + v("kh") - pad, v("ow", stride) + v("kw") - pad))
     weight = Access(Tensor("weight", (ocb, icb, kh, kw), MemId.WGT, pad="error"),
                     (v("oc"), v("ic"), v("kh"), v("kw")))
-    bias_acc = Access(Tensor("bias", (ocb,), MemId.ACC, pad="error"), (v("oc"),)) if bias else None
+    bias_mem = MemId.WGT if bias_gemm else MemId.ACC
+    bias_acc = Access(Tensor("bias", (ocb,), bias_mem, pad="error"), (v("oc"),)) if bias else None
     shift_acc = Access(Tensor("shift", (ocb,), MemId.ACC, pad="error"), (v("oc"),)) if channel_shift else None
     requant = shift is not None or clip is not None or channel_shift
     out_index = (v("n"), v("oc"), v("oh"), v("ow"))

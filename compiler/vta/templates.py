@@ -33,8 +33,9 @@ class ConvKnobs:
 
 
 def conv_schedule(k: ConvKnobs, *, bias: bool = False, residual: bool = False,
-                  channel_shift: bool = False) -> Schedule:
-    """The schedule a ConvKnobs describes (per-channel vectors, bias and shift, load with each output tile)."""
+                  channel_shift: bool = False, bias_gemm: bool = False) -> Schedule:
+    """The schedule a ConvKnobs describes (per-channel vectors, bias and shift, load with each output tile;
+    with `bias_gemm` the bias's digit blocks sit in wgt, lowering/bias.py)."""
     s = Schedule()
     for axis, factor in (("oc", k.tile_oc), ("oh", k.tile_oh), ("ow", k.tile_ow), ("ic", k.tile_ic)):
         s = s.split(axis, factor)
@@ -51,7 +52,7 @@ def conv_schedule(k: ConvKnobs, *, bias: bool = False, residual: bool = False,
          .dma_copy("data", "ic.o").dma_copy("out", tile_loop))
     s = s.dma_copy("weight", names["oc.o"] if k.hoist_weights else "ic.o")
     if bias:
-        s = s.cache_read("bias", "acc").dma_copy("bias", tile_loop)
+        s = s.cache_read("bias", "wgt" if bias_gemm else "acc").dma_copy("bias", tile_loop)
     if residual:  # the fused residual add's int8 operand, one tile per output tile
         s = s.cache_read("res", "acc").dma_copy("res", tile_loop)
     if channel_shift:

@@ -9,6 +9,7 @@ folder plus one entry below (and its call in `codegen`).
 
 from __future__ import annotations
 
+from vtakit.compiler.vta.lowering.bias import ONES, bias_call, bias_fits, ones_input, pack_bias_weight
 from vtakit.compiler.vta.lowering.capacity import allocate
 from vtakit.compiler.vta.lowering.dma import Fill, plan_transfers
 from vtakit.compiler.vta.lowering.move import (IDENTITY, added_call, direct_operands, identity_weight, moved_calls,
@@ -23,12 +24,13 @@ LOWERING_STEPS: tuple[tuple[str, str], ...] = (
     ("dma.plan_transfers", "per load/store statement: 2-D DMA transfers with padding, and min-fills"),
     ("move.moved_calls / added_call", "per int8 load into acc without LOAD.ACC8: INP load, GEMM reset and "
                                       "identity GEMM; an added operand: one identity GEMM into the output tile"),
+    ("bias.bias_call", "per bias ADD whose digits sit in WGT: one GEMM of the `ones` INP entry into the tile"),
     ("tensorize.compute_call / tile_calls", "per compute and epilogue statement: intrinsic calls over a tile"),
     ("uops.fold + UopCache", "per call: loops folded into GEMM/ALU iterations, micro-op kernels kept resident"),
     ("tokens.insert_tokens", "once, after the walk: dependency tokens between load, compute and store"),
 )
 
-__all__ = ["IDENTITY", "LOWERING_STEPS", "Fill", "Folded", "IntrinsicCall", "Record", "UopCache", "allocate",
+__all__ = ["IDENTITY", "LOWERING_STEPS", "ONES", "bias_call", "bias_fits", "ones_input", "pack_bias_weight", "Fill", "Folded", "IntrinsicCall", "Record", "UopCache", "allocate",
            "added_call", "compute_call", "direct_operands", "fold", "identity_weight", "insert_tokens", "match",
            "moved_calls",
            "moves_int8", "plan_transfers", "stage_name", "tile_calls", "tile_op"]

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 
 from vtakit.errors import CompileError
 from vtakit.compiler.vta.loopnest import LoopNest, Stmt
+from vtakit.compiler.vta.lowering.bias import ONES
 from vtakit.compiler.vta.lowering.move import IDENTITY, direct_operands, moved_tensors, stage_name
 from vtakit.compiler.vta.regions import region_of
 from vtakit.isa.config import HwConfig
+from vtakit.isa.opcodes import MemId
 
 SCOPE_DEPTH = {"inp": "inp_depth", "wgt": "wgt_depth", "acc": "acc_depth"}
 
@@ -56,6 +58,8 @@ def allocate(nest: LoopNest, cfg: HwConfig, stmts: list[Stmt]) -> Allocation:
         scopes[t] = "inp"
     if moved or direct:
         footprint[IDENTITY], copies[IDENTITY], scopes[IDENTITY] = 1, 1, "wgt"
+    if any(s.operand is not None and s.operand.tensor.mem == MemId.WGT for s in compute.steps):
+        footprint[ONES], copies[ONES], scopes[ONES] = 1, 1, "inp"   # the bias GEMM's input (lowering.bias)
     base, used = {}, {}
     for t in sorted(footprint):
         scope = scopes[t]
