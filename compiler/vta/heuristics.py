@@ -23,6 +23,26 @@ _INSN_OVERHEAD = 8          # issue + pipeline drain + fetch share, per GEMM/ALU
 
 
 @dataclass(frozen=True)
+class CostFit:
+    """What the analytical model cannot derive, fit to measured cycles (`benchmarks/fit_heuristic.py`,
+    against the tuner's log `benchmarks/tuned_resnet18_pynq.jsonl` and the cycle model).
+
+    With virtual threads the model overlaps all transfers with all compute; in the cycle model a step's
+    loads only overlap the step before it, so where a step's loads outlast its GEMM (small reduction
+    steps of a 1x1 convolution) the surplus shows: `imbalance` weighs it.  Each output tile's first loads
+    wait for its slot to drain and only the other threads' compute hides them: `tile_stall` weighs one
+    step's loads per tile over (threads - 1)^2, fewer as more threads interleave.  `vthreads` are the
+    thread counts the search tries."""
+
+    imbalance: float = 0.0
+    tile_stall: float = 0.0
+    vthreads: tuple[int, ...] = (2, 1)
+
+
+FIT = CostFit()
+
+
+@dataclass(frozen=True)
 class ConvShape:
     """A convolution in blocks: everything the cost model needs."""
 
@@ -90,7 +110,7 @@ class ConvTerms:
     cycles: float           # the estimate: overlapped with virtual threads, serial without
 
 
-def conv_terms(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> ConvTerms | None:
+def conv_terms(cfg: HwConfig, s: ConvShape, k: ConvKnobs, fit: CostFit = FIT) -> ConvTerms | None:
     """The terms of a convolution schedule, or None if it does not fit the buffers."""
     t_oc, t_oh, t_ow, t_ic = k.tile_oc, k.tile_oh, k.tile_ow, k.tile_ic
     n_oc, n_oh, n_ow, n_ic = ceil_div(s.ocb, t_oc), ceil_div(s.oh, t_oh), ceil_div(s.ow, t_ow), ceil_div(s.icb, t_ic)
@@ -142,16 +162,18 @@ def conv_terms(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> ConvTerms | None:
     compute = gemm + tile_ops + uop_loads
     first = inp_cycles + wgt_step
     if vt > 1:
-        cycles = max(compute, port) + first + store_cycles + 0.02 * min(compute, port)
+        surplus = max(0.0, inp_cycles + (0 if k.hoist_weights else wgt_step) - (t_oh * t_ow * kernel + _INSN_OVERHEAD))
+        cycles = (max(compute + fit.imbalance * steps * surplus, port) + first + store_cycles
+                  + 0.02 * min(compute, port) + fit.tile_stall * tiles * (inp_cycles + wgt_step) / (vt - 1) ** 2)
     else:  # one thread: a step's loads cannot overlap its own compute
         cycles = compute + steps * inp_cycles + weight_loads * wgt_step + store_cycles + tiles * res_cycles
     return ConvTerms(tiles, steps, inp_tile, wgt_tile, acc_tile, kernel, weight_loads, inp_cycles, wgt_step,
                      store_cycles, port, compute, cycles)
 
 
-def conv_cost(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> float | None:
+def conv_cost(cfg: HwConfig, s: ConvShape, k: ConvKnobs, fit: CostFit = FIT) -> float | None:
     """Estimated cycles of a convolution schedule, or None if it does not fit."""
-    terms = conv_terms(cfg, s, k)
+    terms = conv_terms(cfg, s, k, fit)
     return None if terms is None else terms.cycles
 
 
@@ -164,18 +186,18 @@ def conv_shape(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
 
 
 @lru_cache(maxsize=256)
-def default_conv_knobs(cfg: HwConfig, s: ConvShape, vthreads: int | None = None) -> ConvKnobs:
+def default_conv_knobs(cfg: HwConfig, s: ConvShape, vthreads: int | None = None, fit: CostFit = FIT) -> ConvKnobs:
     """The knobs with the lowest estimated cycles; CompileError if nothing fits.  Cached: the
     reduction packing (`packing.py`) scores a shape before the compiler compiles it."""
     best: tuple[float, ConvKnobs] | None = None
-    vt_options = [vthreads] if vthreads else [2, 1]
+    vt_options = [vthreads] if vthreads else list(fit.vthreads)
     for t_oc, t_ic, t_oh, t_ow in product(candidates(s.ocb), candidates(s.icb), candidates(s.oh),
                                           candidates(s.ow)):
         for order, axis, vt, hoist in product(("oc", "sp"), ("oh", "oc"), vt_options, (False, True)):
             if vt == 1 and axis == "oc":
                 continue
             k = ConvKnobs(t_oc, t_oh, t_ow, t_ic, order, axis, vt, hoist)
-            cost = conv_cost(cfg, s, k)
+            cost = conv_cost(cfg, s, k, fit)
             if cost is not None and (best is None or cost < best[0]):
                 best = (cost, k)
     if best is None:

@@ -192,6 +192,14 @@ def conv_packing(cfg: HwConfig, *, x_shape, w_shape, stride: int, padding: int, 
     return choose_packing(cfg, g, epilogue_ops=len(compute.steps), planes=compute.out_planes, bias=bias)
 
 
+def _bias_scope(schedule) -> str | None:
+    """Where a raw Schedule caches the bias ("acc": an ALU ADD, "wgt": the GEMM of lowering/bias.py); None for
+    knobs, whose schedule the compiler writes."""
+    if not isinstance(schedule, Schedule):
+        return None
+    return next((step[2] for step in schedule.steps if step[0] == "cache_read" and step[1] == "bias"), None)
+
+
 def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, bias: np.ndarray | None = None,
            shift: int | np.ndarray | None = None, clip: tuple[int, int] | None = None, config=None, device="sim",
            schedule=None, vthreads: int | None = None, timeout_s: float | None = None,
@@ -215,7 +223,7 @@ def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, b
                       bias=bias, shift=shift, clip=clip, name=name,
                       kind=packing if packing is not None or schedule is None else "none")
     g = pk.packed
-    bias_gemm = not pk.bias_lanes and bias_fits(cfg, bias)
+    bias_gemm = not pk.bias_lanes and bias_fits(cfg, bias) and _bias_scope(schedule) in (None, "wgt")
     op, used = compile_conv2d(cfg, x_shape=g.x_shape, w_shape=g.w_shape, stride=g.stride, padding=g.padding,
                               bias=bias is not None and not pk.bias_lanes, shift=shift, clip=clip,
                               schedule=schedule, vthreads=vthreads, channel_shift=shift_vector is not None,
