@@ -23,7 +23,7 @@ from vtakit.compiler.vta.heuristics import CostFit, conv_shape, default_conv_kno
 from vtakit.compiler.vta.layers import RESNET18
 from vtakit.isa.config import HwConfig
 
-GRID = {"imbalance": (0.0, 0.5), "tile_stall": (0.0, 0.5, 1.0), "vthreads": ((2, 1), (4, 3, 2, 1))}
+GRID = {"imbalance": (0.0, 0.5, 1.0), "tile_stall": (0.0, 0.25, 0.5), "vthreads": ((2, 1), (4, 3, 2, 1), (4, 2, 1))}
 
 
 def measure(cfg: HwConfig, layer, knobs: dict, cache: dict) -> int:
