@@ -72,7 +72,7 @@ class ConvTask:
         """The task in blocks, as the default heuristic and the features see it."""
         return conv_shape(self.cfg, n=self.n, c_in=self.c_in, h=self.h, w=self.w, c_out=self.c_out,
                           kh=self.kernel, kw=self.kernel, stride=self.stride, pad=self.pad,
-                          epilogue_ops=len(self.epilogue), planes=1)
+                          epilogue_ops=len(self.epilogue), planes=1, vectors=0, bias_wgt=True)  # bias by GEMM
 
     @property
     def peak_cycles(self) -> float:

@@ -15,7 +15,7 @@ import numpy as np
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.ir import Graph, Node
 from vtakit.compiler.graph.ops import op_def
-from vtakit.compiler.vta.lowering import IDENTITY, identity_weight
+from vtakit.compiler.vta.lowering import IDENTITY, ONES, identity_weight, ones_input
 from vtakit.compiler.vta.program import Program
 from vtakit.isa.config import HwConfig
 from vtakit.isa.opcodes import MemId
@@ -79,6 +79,9 @@ def lower_node(g: Graph, n: Node, cfg: HwConfig, consts: dict[str, np.ndarray],
         elif tname == IDENTITY:  # one identity weight block for every task that moves int8 tiles
             bind[tname] = "const:identity"
             consts[bind[tname]] = identity_weight(cfg).view(np.uint8).reshape(-1)
+        elif tname == ONES:  # one `ones` INP entry for every task that adds its bias by GEMM
+            bind[tname] = "const:ones"
+            consts[bind[tname]] = ones_input(cfg).view(np.uint8).reshape(-1)
         elif tname in const_inputs:
             key = f"const:{n.name}.{tname}"
             data = np.ascontiguousarray(const_inputs[tname]).view(np.uint8).reshape(-1)

@@ -17,8 +17,8 @@ import numpy as np
 from vtakit.errors import CompileError
 from vtakit.compiler.vta.loopnest import LoopNest, walk
 from vtakit.compiler.vta.lowering.dma import Transfer
-from vtakit.compiler.vta.lowering import (IDENTITY, POOL_CARRY, POOL_OUT, POOL_ROWS, Fill, Folded, IntrinsicCall,
-                                          Record, UopCache, after_pool, allocate, added_call, compute_call,
+from vtakit.compiler.vta.lowering import (IDENTITY, ONES, POOL_CARRY, POOL_OUT, POOL_ROWS, Fill, Folded, IntrinsicCall,
+                                          Record, UopCache, after_pool, allocate, added_call, bias_call, compute_call,
                                           direct_operands, fold, halo_rows, insert_tokens, match, moved_calls,
                                           moves_int8, plan_transfers, pool_calls, pool_tile, pooled_shape,
                                           post_calls, stage_name, tile_calls, tile_op, tile_order_reason,
@@ -51,7 +51,7 @@ class CompiledOp:
 
     @property
     def inputs(self) -> list[str]:
-        return [t for t in self.tensors if t not in (self.compute.out.tensor.name, "uops", IDENTITY)]
+        return [t for t in self.tensors if t not in (self.compute.out.tensor.name, "uops", IDENTITY, ONES)]
 
     @property
     def output(self) -> str:
@@ -91,6 +91,7 @@ class _Lowering:
                 raise CompileError(f"this schedule cannot fuse the max pool: {reason}", op=self.compute.name)
             self.halo = halo_rows(self.compute.pool, self.compute.out.tensor.shape[2], [t.lo[2] for t in tiles])
             self.pool_in_place = tiles_in_place(self.compute, tiles)
+        self.ones_loaded = False
 
     # ---------------------------------------------------------------- emit
     def _copy(self, tensor: str, thread: int) -> int:
@@ -176,6 +177,15 @@ class _Lowering:
                                        writes=frozenset([ident]), reloc=IDENTITY))
         return ident
 
+    def _load_ones(self) -> tuple[str, int]:
+        """The bias GEMM's `ones` INP entry, loaded by the first instruction that needs it (lowering.bias)."""
+        ones = (ONES, 0)
+        if not self.ones_loaded:
+            self.ones_loaded = True
+            self.records.append(Record(Load(MemId.INP, self.alloc.base[ones], 0, 1, 1, 1),
+                                       writes=frozenset([ones]), reloc=ONES))
+        return ones
+
     def _load_inp(self, tensor: str, region: Region, base: int, slot) -> None:
         """An int8 tile as INP elements (same bytes as ACC_8BIT ones when block_in == block_out)."""
         for t in plan_transfers(region, base, what=f"{self.compute.name}: {tensor}")[0]:
@@ -246,6 +256,10 @@ class _Lowering:
             if step.operand is not None and step.operand.tensor.name in self.direct:
                 call = added_call(call, self.alloc.base[(IDENTITY, 0)])
                 reads.append((IDENTITY, 0))
+            elif step.operand is not None and step.operand.tensor.mem == MemId.WGT:  # the bias as a GEMM
+                ones = self._load_ones()
+                call = bias_call(call, self.alloc.base[ones])
+                reads.append(ones)
             self._loop_insn(call, reads=reads, writes=[slot])
         region = regions[self.out]
         if self.compute.pool is not None:
@@ -305,6 +319,8 @@ def lower(nest: LoopNest, cfg: HwConfig, name: str | None = None) -> CompiledOp:
         tensors[compute.out.tensor.name] = TensorSpec(compute.out.tensor.name, pooled_shape(compute), MemId.OUT)
     if IDENTITY in relocs:
         tensors[IDENTITY] = TensorSpec(IDENTITY, (1,), MemId.WGT)
+    if ONES in relocs:
+        tensors[ONES] = TensorSpec(ONES, (1,), MemId.INP)
     table = low.uops.dram_table()
     tensors["uops"] = TensorSpec("uops", (len(table),), MemId.UOP)
     return CompiledOp(name or compute.name, cfg, compute, [r.insn for r in records],

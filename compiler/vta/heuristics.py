@@ -23,6 +23,29 @@ _INSN_OVERHEAD = 8          # issue + pipeline drain + fetch share, per GEMM/ALU
 
 
 @dataclass(frozen=True)
+class CostFit:
+    """What the analytical model cannot derive, fit to measured cycles (`benchmarks/fit_heuristic.py`,
+    against the tuner's log `benchmarks/tuned_resnet18_pynq.jsonl` and the cycle model).
+
+    With virtual threads the model overlaps all transfers with all compute; in the cycle model a step's
+    loads only overlap the step before it, so where a step's loads outlast its GEMM (small reduction
+    steps of a 1x1 convolution) the surplus shows: `imbalance` weighs it.  Each output tile's first loads
+    wait for its slot to drain and only the other threads' compute hides them: `tile_stall` weighs one
+    step's loads per tile over (threads - 1)^2, fewer as more threads interleave.  `vthreads` are the
+    thread counts the search tries."""
+
+    imbalance: float = 0.0
+    tile_stall: float = 0.0
+    vthreads: tuple[int, ...] = (2, 1)
+
+
+FIT = CostFit(imbalance=0.5, tile_stall=0.25, vthreads=(4, 3, 2, 1))
+"""The grid point with the fewest cycles over C2-C11 (benchmarks/fit_heuristic.py, 27 points): 7,304,219
+cycles, 90.7 % of peak (the tuner's best knobs: 7,330,204, 90.4 %); every layer within 0.5 % of its tuned
+knobs or faster.  Unfit (CostFit()): 7,405,771, 89.4 %."""
+
+
+@dataclass(frozen=True)
 class ConvShape:
     """A convolution in blocks: everything the cost model needs."""
 
@@ -39,6 +62,8 @@ class ConvShape:
     planes: int = 1         # 4 when the int32 result leaves as byte planes
     residual: bool = False  # a fused residual add: an int8 tile per output tile (acc slot, or INP if no ACC8)
     vectors: int = 1        # per-channel acc vectors held beside each output tile (bias, per-channel shift)
+    bias_wgt: bool = False  # the bias as WGT digit blocks added by a GEMM (lowering/bias.py), not an acc vector
+    operand_steps: int = 0  # ALU steps reading a second acc entry (2 cycles per entry: one read port)
 
     @property
     def oh(self) -> int:
@@ -88,7 +113,7 @@ class ConvTerms:
     cycles: float           # the estimate: overlapped with virtual threads, serial without
 
 
-def conv_terms(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> ConvTerms | None:
+def conv_terms(cfg: HwConfig, s: ConvShape, k: ConvKnobs, fit: CostFit = FIT) -> ConvTerms | None:
     """The terms of a convolution schedule, or None if it does not fit the buffers."""
     t_oc, t_oh, t_ow, t_ic = k.tile_oc, k.tile_oh, k.tile_ow, k.tile_ic
     n_oc, n_oh, n_ow, n_ic = ceil_div(s.ocb, t_oc), ceil_div(s.oh, t_oh), ceil_div(s.ow, t_ow), ceil_div(s.icb, t_ic)
@@ -109,7 +134,8 @@ def conv_terms(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> ConvTerms | None:
     moved = s.residual and not cfg.acc8_load  # lowering/move.py: the residual tile in INP, the identity in WGT
     res_inp, ident = (acc_tile, 1) if moved else (0, 0)
     res_acc = acc_tile if s.residual and cfg.acc8_load else 0
-    if ((inp_tile + res_inp) * vt > cfg.inp_depth or wgt_tile * copies_w + ident > cfg.wgt_depth
+    bias_wgt, ones = (t_oc * vt, 1) if s.bias_wgt else (0, 0)
+    if ((inp_tile + res_inp) * vt + ones > cfg.inp_depth or wgt_tile * copies_w + ident + bias_wgt > cfg.wgt_depth
             or (acc_tile + t_oc * s.vectors + res_acc) * vt > cfg.acc_depth or kernel * 2 * vt > cfg.uop_depth
             or t_oh * t_ow > 16383 or cols > 65535 or kernel > 16383):
         return None
@@ -129,47 +155,52 @@ def conv_terms(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> ConvTerms | None:
     out_runs = t_oc * (1 if t_ow == s.ow else t_oh)
     store_cycles = out_runs * _row_cycles(cfg, acc_tile // out_runs * eb_out) * s.planes
     res_cycles = out_runs * _row_cycles(cfg, acc_tile // out_runs * eb_out) if s.residual else 0
-    port = steps * inp_cycles + weight_loads * wgt_step + tiles * (store_cycles + res_cycles)
+    bias_cycles = _row_cycles(cfg, t_oc * eb_wgt) if s.bias_wgt else 0
+    port = steps * inp_cycles + weight_loads * wgt_step + tiles * (store_cycles + res_cycles + bias_cycles)
     # Compute module: GEMM micro-ops, resets and epilogue passes, instruction overheads.
     gemm = steps * (t_oh * t_ow * kernel + _INSN_OVERHEAD)
-    tile_ops = tiles * (acc_tile * (1 + s.epilogue_ops + (s.planes - 1)) + _INSN_OVERHEAD * (2 + s.epilogue_ops))
+    tile_ops = tiles * (acc_tile * (1 + s.epilogue_ops + s.operand_steps + (s.planes - 1))
+                        + _INSN_OVERHEAD * (2 + s.epilogue_ops))
     uop_loads = tiles * 2 * (_row_cycles(cfg, kernel * 4) + 1)
     compute = gemm + tile_ops + uop_loads
     first = inp_cycles + wgt_step
     if vt > 1:
-        cycles = max(compute, port) + first + store_cycles + 0.02 * min(compute, port)
+        surplus = max(0.0, inp_cycles + (0 if k.hoist_weights else wgt_step) - (t_oh * t_ow * kernel + _INSN_OVERHEAD))
+        cycles = (max(compute + fit.imbalance * steps * surplus, port) + first + store_cycles
+                  + 0.02 * min(compute, port) + fit.tile_stall * tiles * (inp_cycles + wgt_step) / (vt - 1) ** 2)
     else:  # one thread: a step's loads cannot overlap its own compute
         cycles = compute + steps * inp_cycles + weight_loads * wgt_step + store_cycles + tiles * res_cycles
     return ConvTerms(tiles, steps, inp_tile, wgt_tile, acc_tile, kernel, weight_loads, inp_cycles, wgt_step,
                      store_cycles, port, compute, cycles)
 
 
-def conv_cost(cfg: HwConfig, s: ConvShape, k: ConvKnobs) -> float | None:
+def conv_cost(cfg: HwConfig, s: ConvShape, k: ConvKnobs, fit: CostFit = FIT) -> float | None:
     """Estimated cycles of a convolution schedule, or None if it does not fit."""
-    terms = conv_terms(cfg, s, k)
+    terms = conv_terms(cfg, s, k, fit)
     return None if terms is None else terms.cycles
 
 
 def conv_shape(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, kh: int, kw: int,
                stride: int, pad: int, epilogue_ops: int, planes: int, residual: bool = False,
-               vectors: int = 1) -> ConvShape:
+               vectors: int = 1, bias_wgt: bool = False, operand_steps: int = 0) -> ConvShape:
     return ConvShape(ceil_div(n, cfg.batch), ceil_div(c_in, cfg.block_in), ceil_div(c_out, cfg.block_out),
-                     h, w, kh, kw, stride, pad, epilogue_ops, planes, residual=residual, vectors=vectors)
+                     h, w, kh, kw, stride, pad, epilogue_ops, planes, residual=residual, vectors=vectors,
+                     bias_wgt=bias_wgt, operand_steps=operand_steps)
 
 
 @lru_cache(maxsize=256)
-def default_conv_knobs(cfg: HwConfig, s: ConvShape, vthreads: int | None = None) -> ConvKnobs:
+def default_conv_knobs(cfg: HwConfig, s: ConvShape, vthreads: int | None = None, fit: CostFit = FIT) -> ConvKnobs:
     """The knobs with the lowest estimated cycles; CompileError if nothing fits.  Cached: the
     reduction packing (`packing.py`) scores a shape before the compiler compiles it."""
     best: tuple[float, ConvKnobs] | None = None
-    vt_options = [vthreads] if vthreads else [2, 1]
+    vt_options = [vthreads] if vthreads else list(fit.vthreads)
     for t_oc, t_ic, t_oh, t_ow in product(candidates(s.ocb), candidates(s.icb), candidates(s.oh),
                                           candidates(s.ow)):
         for order, axis, vt, hoist in product(("oc", "sp"), ("oh", "oc"), vt_options, (False, True)):
             if vt == 1 and axis == "oc":
                 continue
             k = ConvKnobs(t_oc, t_oh, t_ow, t_ic, order, axis, vt, hoist)
-            cost = conv_cost(cfg, s, k)
+            cost = conv_cost(cfg, s, k, fit)
             if cost is not None and (best is None or cost < best[0]):
                 best = (cost, k)
     if best is None:

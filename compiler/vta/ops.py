@@ -23,6 +23,7 @@ import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.vta.codegen import CompiledOp, lower
+from vtakit.compiler.vta.lowering import bias_fits, pack_bias_weight
 from vtakit.compiler.vta.dispatch import conv2d_key, lookup as tuned
 from vtakit.compiler.vta.heuristics import (
     ConvShape, candidates, conv_shape, conv_terms, default_conv_knobs, default_eltwise_knobs,
@@ -43,7 +44,7 @@ from vtakit.compiler.vta.te import (
 )
 from vtakit.compiler.vta.templates import ConvKnobs, EltwiseKnobs, conv_schedule, eltwise_schedule
 from vtakit.isa.config import HwConfig
-from vtakit.isa.opcodes import AluOp
+from vtakit.isa.opcodes import AluOp, MemId
 from vtakit.sim.stats import RunStats
 
 
@@ -139,7 +140,7 @@ def _check_conv_args(name: str, x_shape, w_shape, stride, padding) -> None:
 def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding: Padding = 0, bias: bool = False,
                    shift: int | None = None, clip: tuple[int, int] | None = None, schedule=None,
                    vthreads: int | None = None, residual: tuple[int, tuple[int, int]] | None = None,
-                   channel_shift: bool = False, pool: tuple[int, int, int] | None = None,
+                   channel_shift: bool = False, bias_gemm: bool = False, pool: tuple[int, int, int] | None = None,
                    name: str = "conv2d") -> tuple[CompiledOp, Any]:
     """Compile a convolution; returns the relocatable program and the schedule used.
 
@@ -149,7 +150,8 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
 
     `residual` = (shift, clip): a residual add fused into the epilogue (te.conv2d_def); its schedule is
     the one tuned for the plain convolution when that still fits, else the heuristic's.  With
-    `channel_shift` the program also reads a per-channel `shift` vector (`te.split_channel_shift`)."""
+    `channel_shift` the program also reads a per-channel `shift` vector (`te.split_channel_shift`); with
+    `bias_gemm` its `bias` is WGT digit blocks (`lowering.pack_bias_weight`) added by a GEMM."""
     n, c, h, w = x_shape
     o, _, kh, kw = w_shape
     _check_vthreads(name, vthreads)
@@ -160,11 +162,13 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
     window = PoolWindow(*pool) if pool is not None else None
     compute = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
                          bias=bias, shift=shift, clip=clip, residual=residual, channel_shift=channel_shift,
-                         pool=window, name=name)
+                         bias_gemm=bias and bias_gemm, pool=window, name=name)
     ch, cw, cpad, key_pad = cost_window(h, w, padding)
     shape = conv_shape(cfg, n=n, c_in=c, h=ch, w=cw, c_out=o, kh=kh, kw=kw, stride=stride, pad=cpad,
                        epilogue_ops=len(compute.steps), planes=compute.out_planes, residual=residual is not None,
-                       vectors=1 + channel_shift)
+                       vectors=(0 if bias and bias_gemm else 1) + channel_shift, bias_wgt=bias and bias_gemm,
+                       operand_steps=sum(s.operand is not None and s.operand.tensor.mem == MemId.ACC
+                                         for s in compute.steps))
     if window is not None and isinstance(schedule, dict) and ("tile_oh" not in schedule or "tile_ow" not in schedule
                                                               or pool_schedule_reason(compute, schedule["tile_oh"],
                                                                                       schedule["tile_ow"])):
@@ -179,14 +183,15 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
                          epilogue=tuple(step.op.name + ("V" if step.op is AluOp.SHR and step.operand is not None
                                                         else "") for step in plain.steps))
         schedule = tuned(key, cfg)
-        if schedule is not None and (residual is not None or channel_shift) \
+        if schedule is not None and (residual is not None or channel_shift or bias_gemm) \
                 and conv_terms(cfg, shape, ConvKnobs(**schedule)) is None:
             schedule = None  # the tuned tiles leave no room for the residual tile or the shift vector
     schedule = _knobs(schedule, ConvKnobs)
     if schedule is None:
         schedule = default_conv_knobs(cfg, shape, vthreads)
     sched = conv_schedule(schedule, bias=bias, residual=residual is not None, channel_shift=channel_shift,
-                          interleave=window is not None) if isinstance(schedule, ConvKnobs) else schedule
+                          bias_gemm=bias and bias_gemm, interleave=window is not None) \
+        if isinstance(schedule, ConvKnobs) else schedule
     if not isinstance(sched, Schedule):
         raise CompileError(f"schedule must be ConvKnobs, a dict of them or a Schedule, got "
                            f"{type(schedule).__name__}", op=name)
@@ -273,6 +278,14 @@ def conv_packing(cfg: HwConfig, *, x_shape, w_shape, stride: int, padding: int, 
     return choose_packing(cfg, g, epilogue_ops=len(compute.steps), planes=compute.out_planes, bias=bias)
 
 
+def _bias_scope(schedule) -> str | None:
+    """Where a raw Schedule caches the bias ("acc": an ALU ADD, "wgt": the GEMM of lowering/bias.py); None for
+    knobs, whose schedule the compiler writes."""
+    if not isinstance(schedule, Schedule):
+        return None
+    return next((step[2] for step in schedule.steps if step[0] == "cache_read" and step[1] == "bias"), None)
+
+
 def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, bias: np.ndarray | None = None,
            shift: int | np.ndarray | None = None, clip: tuple[int, int] | None = None, config=None, device="sim",
            schedule=None, vthreads: int | None = None, timeout_s: float | None = None,
@@ -298,15 +311,16 @@ def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, b
                       bias=bias, shift=shift, clip=clip, name=name,
                       kind=packing if packing is not None or schedule is None else "none")
     g = pk.packed
+    bias_gemm = not pk.bias_lanes and bias_fits(cfg, bias) and _bias_scope(schedule) in (None, "wgt")
     op, used = compile_conv2d(cfg, x_shape=g.x_shape, w_shape=g.w_shape, stride=g.stride, padding=g.padding,
                               bias=bias is not None and not pk.bias_lanes, shift=shift, clip=clip,
                               schedule=schedule, vthreads=vthreads, channel_shift=shift_vector is not None,
-                              pool=pool, name=name)
+                              bias_gemm=bias_gemm, pool=pool, name=name)
     t1 = time.perf_counter()
     inputs = {"data": pack_activation(pk.input(x), cfg.batch, cfg.block_in),
               "weight": pack_weight(pk.weight(w, bias), cfg.block_out, cfg.block_in)}
     if bias is not None and not pk.bias_lanes:
-        inputs["bias"] = pack_bias(bias, cfg.batch, cfg.block_out)
+        inputs["bias"] = pack_bias_weight(bias, cfg) if bias_gemm else pack_bias(bias, cfg.batch, cfg.block_out)
     if shift_vector is not None:
         inputs["shift"] = pack_bias(shift_vector, cfg.batch, cfg.block_out)
     out, stats = run_compiled(op, resolve_device(device, cfg), inputs, timeout_s)

@@ -90,7 +90,7 @@ class ReductionPacking:
         data = self._data(x)
         if not self.bias_lanes:
             return data
-        consts = np.broadcast_to(_lane_inputs(self.bias_lanes).astype(x.dtype)[None, :, None, None],
+        consts = np.broadcast_to(lane_inputs(self.bias_lanes).astype(x.dtype)[None, :, None, None],
                                  (data.shape[0], self.bias_lanes) + data.shape[2:])
         return np.ascontiguousarray(np.concatenate([data, consts], axis=1))
 
@@ -144,7 +144,8 @@ class ReductionPacking:
 _DIGIT = 127       # the input value of every bias lane but the first (whose input is 1)
 
 
-def _lane_inputs(lanes: int) -> np.ndarray:
+def lane_inputs(lanes: int) -> np.ndarray:
+    """The inputs of `lanes` bias lanes: 1, then 127 (`bias_digits` are their weights)."""
     return np.array([1] + [_DIGIT] * (lanes - 1), dtype=np.int64)
 
 

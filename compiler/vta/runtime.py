@@ -14,7 +14,7 @@ import numpy as np
 from vtakit.devices import open_device
 from vtakit.errors import CompileError, DeviceError
 from vtakit.compiler.vta.codegen import CompiledOp
-from vtakit.compiler.vta.lowering import IDENTITY, identity_weight
+from vtakit.compiler.vta.lowering import IDENTITY, ONES, identity_weight, ones_input
 from vtakit.isa.config import HwConfig
 from vtakit.isa.encoding import encode_uops
 from vtakit.isa.fields import INSN_BYTES
@@ -85,6 +85,8 @@ def place(op: CompiledOp, dram: np.ndarray, alloc, inputs: dict[str, np.ndarray]
             data = np.frombuffer(encode_uops(op.uop_table, cfg), dtype=np.uint8)
         elif name == IDENTITY:
             data = identity_weight(cfg).view(np.uint8).reshape(-1)
+        elif name == ONES:
+            data = ones_input(cfg).view(np.uint8).reshape(-1)
         elif name == op.output:
             data = np.zeros(nbytes, dtype=np.uint8)
         else:

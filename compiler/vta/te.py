@@ -197,7 +197,7 @@ def pads4(pad: Padding) -> tuple[int, int, int, int]:
 def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, kh: int, kw: int,
                stride: int = 1, pad: Padding = 0, bias: bool = False, shift: int | None = None,
                clip: tuple[int, int] | None = None, residual: tuple[int, tuple[int, int]] | None = None,
-               channel_shift: bool = False, pool: PoolWindow | None = None,
+               channel_shift: bool = False, bias_gemm: bool = False, pool: PoolWindow | None = None,
                name: str = "conv2d") -> ComputeDef:
     """Convolution in NCHW{batch}n{block}c x OIHW{block}o{block}i layouts.
 
@@ -205,10 +205,11 @@ def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
     after the requantizing epilogue the int8 tensor "res" is added to the tile, shifted and clipped
     again (the QAdd's semantics), so the sum leaves in the convolution's one store.  With
     `channel_shift` the epilogue also shifts each output channel right by its entry of the int32
-    `shift` vector (laid out like the bias; see `split_channel_shift`).  Asymmetric `pad` (top, left,
-    bottom, right): reads past the bottom and right edges see zeros (DMA padding) like the others.
-    `pool` max-pools the finished int8 tile on chip (lowering/pool.py): "out" is then the pooled tensor
-    in DRAM."""
+    `shift` vector (laid out like the bias; see `split_channel_shift`).  With `bias_gemm` the bias is
+    a WGT tensor of digit blocks added by a GEMM (`lowering/bias.py`), not an acc vector.  Asymmetric
+    `pad` (top, left, bottom, right): reads past the bottom and right edges see zeros (DMA padding) like
+    the others.  `pool` max-pools the finished int8 tile on chip (lowering/pool.py): "out" is then the
+    pooled tensor in DRAM."""
     top, left, bottom, right = pads4(pad)
     oh, ow = (h + top + bottom - kh) // stride + 1, (w + left + right - kw) // stride + 1
     if oh < 1 or ow < 1:
@@ -221,7 +222,8 @@ def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
                   (v("n"), v("ic"), v("oh", stride) + v("kh") - top, v("ow", stride) + v("kw") - left))
     weight = Access(Tensor("weight", (ocb, icb, kh, kw), MemId.WGT, pad="error"),
                     (v("oc"), v("ic"), v("kh"), v("kw")))
-    bias_acc = Access(Tensor("bias", (ocb,), MemId.ACC, pad="error"), (v("oc"),)) if bias else None
+    bias_mem = MemId.WGT if bias_gemm else MemId.ACC
+    bias_acc = Access(Tensor("bias", (ocb,), bias_mem, pad="error"), (v("oc"),)) if bias else None
     shift_acc = Access(Tensor("shift", (ocb,), MemId.ACC, pad="error"), (v("oc"),)) if channel_shift else None
     requant = shift is not None or clip is not None or channel_shift
     out_index = (v("n"), v("oc"), v("oh"), v("ow"))

@@ -33,8 +33,9 @@ class ConvKnobs:
 
 
 def conv_schedule(k: ConvKnobs, *, bias: bool = False, residual: bool = False,
-                  channel_shift: bool = False, interleave: bool = False) -> Schedule:
-    """The schedule a ConvKnobs describes (per-channel vectors, bias and shift, load with each output tile).
+                  channel_shift: bool = False, bias_gemm: bool = False, interleave: bool = False) -> Schedule:
+    """The schedule a ConvKnobs describes (per-channel vectors, bias and shift, load with each output tile;
+    with `bias_gemm` the bias's digit blocks sit in wgt, lowering/bias.py).
 
     Virtual threads take contiguous runs of tiles; with `interleave` thread v takes every vthreads-th
     tile instead, so the threads' tiles finish in loop order (a fused pool's halo passes in order)."""
@@ -57,12 +58,13 @@ def conv_schedule(k: ConvKnobs, *, bias: bool = False, residual: bool = False,
     s = (s.cache_read("data", "inp").cache_read("weight", "wgt").cache_write("out", "acc")
          .dma_copy("data", "ic.o").dma_copy("out", tile_loop))
     s = s.dma_copy("weight", names["oc.o"] if k.hoist_weights else "ic.o")
+    vectors = names["oc.o"]   # per-channel vectors: once per output-channel tile (the tile loop when it is innermost)
     if bias:
-        s = s.cache_read("bias", "acc").dma_copy("bias", tile_loop)
+        s = s.cache_read("bias", "wgt" if bias_gemm else "acc").dma_copy("bias", vectors)
     if residual:  # the fused residual add's int8 operand, one tile per output tile
         s = s.cache_read("res", "acc").dma_copy("res", tile_loop)
     if channel_shift:
-        s = s.cache_read("shift", "acc").dma_copy("shift", tile_loop)
+        s = s.cache_read("shift", "acc").dma_copy("shift", vectors)
     return s.tensorize("oh.i", "gemm")
 
 

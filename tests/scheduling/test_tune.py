@@ -184,7 +184,8 @@ def test_compile_with_tuning_log_uses_the_logged_schedule(tmp_path, capsys):
         plain = compile_module(str(model), "pynq")
     key = next(k for k in Keys.seen if k.startswith("conv2d:"))
     default = next(t.schedule for t in plain.vta_tasks() if t.schedule and "tile_oc" in t.schedule)
-    forced = {**default, "vthreads": 1, "vthread_axis": "oh", "hoist_weights": False}
+    forced = {**default, "vthreads": 1, "vthread_axis": "oh", "hoist_weights": False,
+              "tile_oh": max(1, default["tile_oh"] // 2)}       # half the rows: fits wherever the default does
     assert forced != default
     log = TuningLog(tmp_path / "t.jsonl")
     log.append({"workload": key, "config": PYNQ.fingerprint(), "schedule": forced, "cycles": 1, "error": None})
@@ -208,7 +209,8 @@ def test_measure_on_the_rtl_and_the_simulated_board(device):
 
 def test_shipped_tuning_log_reproduces_its_cycles():
     """benchmarks/tuned_resnet18_pynq.jsonl (the best record per layer of a 200-trial run): applied to
-    `vtakit bench conv2d`, the memory-bound layers get exactly the recorded cycles, correct results."""
+    `vtakit bench conv2d`, the 1x1 layers get the recorded schedules, correct results, and no more than the
+    recorded cycles (the bias now added by a GEMM, lowering/bias.py, takes fewer than when they were tuned)."""
     from vtakit.compiler.vta.layer_bench import run_layer
     from vtakit.compiler.vta.layers import RESNET18
 
@@ -219,6 +221,6 @@ def test_shipped_tuning_log_reproduces_its_cycles():
     with apply_best(path) as table:
         for name in ("C4", "C7"):
             row = run_layer(layers[name], PYNQ, "sim", None)
-            assert row["correct"] and row["cycles"] == records[name]["cycles"]
+            assert row["correct"] and row["cycles"] < records[name]["cycles"]
             assert row["schedule"] == records[name]["schedule"]
     assert len(table.used) == 2

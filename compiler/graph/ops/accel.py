@@ -13,6 +13,7 @@ from vtakit.compiler.vta.depthwise import (compile_depthwise, depthwise_choice, 
                                            pack_depthwise_weight)
 from vtakit.compiler.vta.ops import compile_conv2d, compile_eltwise, conv_packing, fused_pool_reason
 from vtakit.compiler.vta.packing import ConvGeometry, ReductionPacking, packing
+from vtakit.compiler.vta.lowering import bias_fits, pack_bias_weight
 from vtakit.compiler.vta.runtime import pack_bias, pack_weight
 from vtakit.compiler.vta.te import split_channel_shift
 from vtakit.isa.config import HwConfig
@@ -54,14 +55,15 @@ def lower_linear(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> Acc
         shift, shift_vector = split_channel_shift(cfg, shift, n.name)
     pk = _host_packing(g, n, cfg, x_shape, w4.shape, stride, pad, bias, shift, schedule)
     p = pk.packed
+    bias_gemm = has_bias and not pk.bias_lanes and bias_fits(cfg, bias)
     op, used = compile_conv2d(cfg, x_shape=p.x_shape, w_shape=p.w_shape, stride=p.stride, padding=p.padding,
                               bias=has_bias and not pk.bias_lanes, shift=shift,
                               clip=tuple(a["clip"]) if "clip" in a else None, schedule=schedule,
-                              residual=residual, channel_shift=shift_vector is not None,
+                              residual=residual, channel_shift=shift_vector is not None, bias_gemm=bias_gemm,
                               pool=tuple(a["pool"]) if "pool" in a else None, name=n.name)
     consts = {"weight": pack_weight(pk.weight(w4, bias), cfg.block_out, cfg.block_in)}
     if has_bias and not pk.bias_lanes:
-        consts["bias"] = pack_bias(bias, cfg.batch, cfg.block_out)
+        consts["bias"] = pack_bias_weight(bias, cfg) if bias_gemm else pack_bias(bias, cfg.batch, cfg.block_out)
     if shift_vector is not None:
         consts["shift"] = pack_bias(shift_vector, cfg.batch, cfg.block_out)
     oh, ow = op.compute.out.tensor.shape[2:]   # the convolution's output, before a fused pool

@@ -9,6 +9,7 @@ folder plus one entry below (and its call in `codegen`).
 
 from __future__ import annotations
 
+from vtakit.compiler.vta.lowering.bias import ONES, bias_call, bias_fits, ones_input, pack_bias_weight
 from vtakit.compiler.vta.lowering.capacity import allocate
 from vtakit.compiler.vta.lowering.dma import Fill, plan_transfers
 from vtakit.compiler.vta.lowering.move import (IDENTITY, added_call, direct_operands, identity_weight, moved_calls,
@@ -26,6 +27,7 @@ LOWERING_STEPS: tuple[tuple[str, str], ...] = (
     ("dma.plan_transfers", "per load/store statement: 2-D DMA transfers with padding, and min-fills"),
     ("move.moved_calls / added_call", "per int8 load into acc without LOAD.ACC8: INP load, GEMM reset and "
                                       "identity GEMM; an added operand: one identity GEMM into the output tile"),
+    ("bias.bias_call", "per bias ADD whose digits sit in WGT: one GEMM of the `ones` INP entry into the tile"),
     ("tensorize.compute_call / tile_calls", "per compute and epilogue statement: intrinsic calls over a tile"),
     ("pool.pool_calls / post_calls", "per output tile of a conv with a fused max pool: ALU passes pooling the "
                                       "tile on chip (halo rows carried between tiles), the epilogue's monotone "
@@ -34,8 +36,10 @@ LOWERING_STEPS: tuple[tuple[str, str], ...] = (
     ("tokens.insert_tokens", "once, after the walk: dependency tokens between load, compute and store"),
 )
 
-__all__ = ["IDENTITY", "LOWERING_STEPS", "POOL_CARRY", "POOL_OUT", "POOL_ROWS", "after_pool", "halo_rows",
-           "pool_calls", "pool_tile", "pooled_shape", "post_calls", "tile_order_reason", "tiles_in_place", "Fill", "Folded", "IntrinsicCall", "Record", "UopCache", "allocate",
+__all__ = ["IDENTITY", "LOWERING_STEPS", "ONES", "POOL_CARRY", "POOL_OUT", "POOL_ROWS", "after_pool", "bias_call",
+           "bias_fits", "halo_rows", "ones_input", "pack_bias_weight", "pool_calls", "pool_tile", "pooled_shape",
+           "post_calls", "tile_order_reason", "tiles_in_place", "Fill", "Folded", "IntrinsicCall", "Record",
+           "UopCache", "allocate",
            "added_call", "compute_call", "direct_operands", "fold", "identity_weight", "insert_tokens", "match",
            "moved_calls",
            "moves_int8", "plan_transfers", "stage_name", "tile_calls", "tile_op"]

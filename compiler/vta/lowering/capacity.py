@@ -13,10 +13,12 @@ from dataclasses import dataclass
 
 from vtakit.errors import CompileError
 from vtakit.compiler.vta.loopnest import LoopNest, Stmt
+from vtakit.compiler.vta.lowering.bias import ONES
 from vtakit.compiler.vta.lowering.move import IDENTITY, direct_operands, moved_tensors, stage_name
 from vtakit.compiler.vta.lowering.pool import POOL_OUT, pool_footprints
 from vtakit.compiler.vta.regions import region_of
 from vtakit.isa.config import HwConfig
+from vtakit.isa.opcodes import MemId
 
 SCOPE_DEPTH = {"inp": "inp_depth", "wgt": "wgt_depth", "acc": "acc_depth"}
 
@@ -63,6 +65,8 @@ def allocate(nest: LoopNest, cfg: HwConfig, stmts: list[Stmt]) -> Allocation:
     if compute.pool is not None:  # the fused pool's scratch, pooled tile (per thread) and carry (lowering.pool)
         for t, size in pool_footprints(compute, out_tiles).items():
             footprint[t], copies[t], scopes[t] = size, copies[out] if t == POOL_OUT else 1, "acc"
+    if any(s.operand is not None and s.operand.tensor.mem == MemId.WGT for s in compute.steps):
+        footprint[ONES], copies[ONES], scopes[ONES] = 1, 1, "inp"   # the bias GEMM's input (lowering.bias)
     base, used = {}, {}
     for t in sorted(footprint):
         scope = scopes[t]

@@ -18,7 +18,7 @@ from vtakit.compiler.vta.affine import Affine
 from vtakit.compiler.vta.loopnest import LoopNest
 from vtakit.compiler.vta.regions import Region, substitute_box
 from vtakit.compiler.vta.te import Access
-from vtakit.isa.opcodes import AluOp
+from vtakit.isa.opcodes import AluOp, MemId
 
 _NEEDS = {"gemm": {"data": "inp", "weight": "wgt"}, "alu": {}}
 
@@ -48,8 +48,11 @@ def match(nest: LoopNest) -> None:
     elif c.reduce == "max" and nest.scopes.get(c.data.tensor.name) != "acc":
         raise CompileError("the ALU reads its operands from the acc scope", op=c.name)
     for s in c.steps:
-        if s.operand is not None and nest.scopes.get(s.operand.tensor.name) != "acc":
-            raise CompileError(f"ALU operand {s.operand.tensor.name!r} must be cached in acc", op=c.name)
+        if s.operand is None:
+            continue
+        scope = "wgt" if s.operand.tensor.mem == MemId.WGT and s.op == AluOp.ADD else "acc"  # lowering/bias.py
+        if nest.scopes.get(s.operand.tensor.name) != scope:
+            raise CompileError(f"ALU operand {s.operand.tensor.name!r} must be cached in {scope}", op=c.name)
     for e in c.out.index:
         if len(e.terms) != 1 or e.terms[0][1] != 1 or e.const:
             raise CompileError("each output dimension must be indexed by one axis", op=c.name)

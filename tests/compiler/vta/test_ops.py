@@ -337,12 +337,13 @@ def test_explicit_schedules_match_default(device):
     knobs = ConvKnobs(**rep0.schedule)
     y1, rep1 = ops.conv2d(x, wt, schedule=knobs, **kw)
     y2, rep2 = ops.conv2d(x, wt, schedule=dict(rep0.schedule), **kw)
-    y3, rep3 = ops.conv2d(x, wt, schedule=conv_schedule(knobs, bias=True), **kw)
-    for y in (y1, y2, y3):
+    y3, rep3 = ops.conv2d(x, wt, schedule=conv_schedule(knobs, bias=True, bias_gemm=True), **kw)
+    y4, _ = ops.conv2d(x, wt, schedule=conv_schedule(knobs, bias=True), **kw)   # the ALU ADD of an acc vector
+    for y in (y1, y2, y3, y4):
         _same(y, y0)
     assert rep1.schedule == rep2.schedule == rep0.schedule
     assert rep1.instructions == rep2.instructions == rep3.instructions == rep0.instructions
-    assert rep3.schedule == {"steps": [list(s) for s in conv_schedule(knobs, bias=True).steps]}
+    assert rep3.schedule == {"steps": [list(s) for s in conv_schedule(knobs, bias=True, bias_gemm=True).steps]}
     if device == "sim":
         assert rep1.cycles == rep2.cycles == rep3.cycles == rep0.cycles
 
