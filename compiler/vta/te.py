@@ -185,6 +185,33 @@ def epilogue(cfg: HwConfig, bias: Access | None, shift: int | None,
     return tuple(steps)
 
 
+def drop_idle_clips(steps: tuple[AluStep, ...], bounds: tuple[int, int]) -> tuple[AluStep, ...]:
+    """`steps` without the immediate MIN/MAX that cannot change a value lying within `bounds` on entry.
+
+    The bounds follow the values through immediate right shifts and the clips kept; from the first
+    step of another kind on, everything is kept.  Why: a fused residual add's second clip is often
+    idle (int8 + int8 shifted right by one or more already fits int8), and each ALU pass costs a
+    compute cycle per output entry."""
+    lo, hi = bounds
+    kept: list[AluStep] = []
+    for i, step in enumerate(steps):
+        if step.operand is not None or step.op not in (AluOp.SHR, AluOp.MIN, AluOp.MAX) \
+                or (step.op is AluOp.SHR and step.imm < 0):
+            return tuple(kept) + tuple(steps[i:])
+        if step.op is AluOp.SHR:
+            lo, hi = lo >> step.imm, hi >> step.imm
+        elif step.op is AluOp.MIN:
+            if hi <= step.imm:
+                continue
+            lo, hi = min(lo, step.imm), step.imm
+        else:
+            if lo >= step.imm:
+                continue
+            lo, hi = step.imm, max(hi, step.imm)
+        kept.append(step)
+    return tuple(kept)
+
+
 Padding = int | tuple[int, int, int, int]
 """One pad for every side, or (top, left, bottom, right)."""
 
@@ -234,7 +261,10 @@ def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
             raise CompileError("a fused residual add needs the convolution's int8 result (a shift or clip)", op=name)
         _need_acc8(cfg, name)
         res = Access(Tensor("res", (nb, ocb, oh, ow), MemId.ACC_8BIT, pad="error"), out_index)
-        steps += (AluStep(AluOp.ADD, operand=res),) + epilogue(cfg, None, residual[0], residual[1])
+        tail = epilogue(cfg, None, residual[0], residual[1])
+        if clip is not None:   # the sum of two int8 tensors: a clip bound the shifted sum cannot pass is dropped
+            tail = drop_idle_clips(tail, (clip[0] - 128, clip[1] + 127))
+        steps += (AluStep(AluOp.ADD, operand=res),) + tail
     if pool is not None:
         if not requant:
             raise CompileError("a fused max pool needs the convolution's int8 result (a shift or clip)", op=name)

@@ -68,3 +68,23 @@ def test_fused_residual_on_pynq_adds_by_one_gemm_pass() -> None:
     assert count(fused, Load, mem=MemId.ACC_8BIT) == 0 and count(acc8, Load, mem=MemId.ACC_8BIT) == tiles
     with pytest.raises(CompileError, match="fused residual add needs"):
         compile_conv2d(pynq, x_shape=(1, 16, 4, 4), w_shape=(16, 16, 1, 1), residual=(0, (0, 127)))
+
+
+def test_idle_clip_of_a_shifted_residual_sum_is_dropped() -> None:
+    """int8 + int8 shifted right by one fits int8: the second clip's MIN 127 cannot act and is not
+    emitted (one compute cycle less per output entry); with no shift both bounds stay."""
+    from vtakit.compiler.vta.te import AluStep, drop_idle_clips
+
+    cfg = HwConfig.preset("pynq")
+    kw = dict(x_shape=(1, 16, 4, 4), w_shape=(16, 16, 1, 1), shift=4, clip=(-128, 127))
+    shifted, _ = compile_conv2d(cfg, residual=(1, (0, 127)), **kw)
+    unshifted, _ = compile_conv2d(cfg, residual=(0, (0, 127)), **kw)
+    tail = [(s.op, s.imm) for s in shifted.compute.steps[-2:]]
+    assert tail == [(AluOp.SHR, 1), (AluOp.MAX, 0)]
+    assert [(s.op, s.imm) for s in unshifted.compute.steps[-2:]] == [(AluOp.MIN, 127), (AluOp.MAX, 0)]
+    steps = (AluStep(AluOp.SHR, imm=2), AluStep(AluOp.MIN, imm=63), AluStep(AluOp.MAX, imm=-100))
+    assert drop_idle_clips(steps, (-256, 254)) == steps[:1]          # [-64, 63]: both bounds idle
+    assert drop_idle_clips(steps, (-256, 255)) == steps[:1]          # 255 >> 2 = 63 still
+    assert drop_idle_clips(steps, (-512, 256)) == steps              # [-128, 64]: both act
+    vector = AluStep(AluOp.SHR, operand=shifted.compute.steps[3].operand)
+    assert drop_idle_clips((vector,) + steps[1:], (0, 1)) == (vector,) + steps[1:]   # unknown amount: kept
