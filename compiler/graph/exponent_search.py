@@ -43,6 +43,8 @@ DIRECTIONS = (1, -1)
 MIN_GAIN = 1e-3
 """A move is kept when it lowers the output error by at least this fraction: smaller gains on a few
 calibration samples are noise more than signal."""
+AGREEMENT = 0.75
+"""... and lowers it on at least this fraction of the samples (a move one sample likes is overfitting)."""
 KEEP_FLOAT_MAX = 8
 """The most layers `keep_float_until` keeps in float."""
 
@@ -66,14 +68,19 @@ class KeepFloatResult:
     seconds: float
 
 
-def output_error(want: list[dict[str, np.ndarray]], got: list[dict[str, np.ndarray]]) -> float:
-    """Mean over samples of the relative squared error of all outputs together."""
+def sample_errors(want: list[dict[str, np.ndarray]], got: list[dict[str, np.ndarray]]) -> np.ndarray:
+    """Per sample, the relative squared error of all outputs together."""
     errs = []
     for w, g in zip(want, got):
         noise = sum(float(np.sum(np.square(np.asarray(g[o], np.float64) - w[o]))) for o in w)
         signal = sum(float(np.sum(np.square(np.asarray(w[o], np.float64)))) for o in w)
         errs.append(noise / signal if signal > 0 else noise)
-    return float(np.mean(errs))
+    return np.array(errs)
+
+
+def output_error(want: list[dict[str, np.ndarray]], got: list[dict[str, np.ndarray]]) -> float:
+    """Mean over samples of the relative squared error of all outputs together."""
+    return float(np.mean(sample_errors(want, got)))
 
 
 def output_cosine(want: list[dict[str, np.ndarray]], got: list[dict[str, np.ndarray]]) -> float:
@@ -128,6 +135,7 @@ class _Runner:
         self.graph: Graph | None = None
         self.envs: list[dict[str, np.ndarray]] = []
         self.error = math.inf
+        self.errors = np.full(len(samples), math.inf)
         self.cosine = 0.0
         self.evaluations = 0
 
@@ -149,15 +157,18 @@ class _Runner:
         self.envs = self._run(q, 0) if envs is None else envs
         self.graph = q
         got = self._outputs(q, self.envs)
-        self.error, self.cosine = output_error(self.want, got), output_cosine(self.want, got)
+        self.errors = sample_errors(self.want, got)
+        self.error, self.cosine = float(np.mean(self.errors)), output_cosine(self.want, got)
 
-    def trial(self, q: Graph) -> tuple[float, list] | None:
-        """(output error, values) of candidate `q`; None when it computes what the accepted graph does."""
+    def trial(self, q: Graph) -> tuple[float, list, float] | None:
+        """(output error, values, fraction of samples whose error it lowers) of candidate `q`; None
+        when it computes what the accepted graph does."""
         start = first_difference(self.graph, q)
         if start is None:
             return None
         envs = self._run(q, start)
-        return output_error(self.want, self._outputs(q, envs)), envs
+        errors = sample_errors(self.want, self._outputs(q, envs))
+        return float(np.mean(errors)), envs, float(np.mean(errors < self.errors))
 
 
 def float_outputs(graph: Graph, samples: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
@@ -198,7 +209,7 @@ def search_exponents(g: Graph, cal: MethodCalibration, samples: list[dict[str, n
                 cal.offsets.update({t: step for t in members})
                 q = quantize(g, cal, cache)
                 trial = runner.trial(q)
-                if trial is None or trial[0] > runner.error * (1 - MIN_GAIN):
+                if trial is None or trial[0] > runner.error * (1 - MIN_GAIN) or trial[2] < AGREEMENT:
                     break
                 runner.accept(q, trial[1])
                 kept, step = step, step + direction

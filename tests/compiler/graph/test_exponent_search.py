@@ -71,7 +71,7 @@ def test_cached_partial_runs_give_the_values_of_a_full_run(small):
     q = quantize(g, cal)
     start = first_difference(runner.graph, q)
     assert start is not None and start > 0  # the nodes before the changed tensor's producer are reused
-    err, envs = runner.trial(q)
+    err, envs, _ = runner.trial(q)
     full = [run_graph(q, dict(s)) for s in samples]
     assert err == output_error(want, full)
     for env, f in zip(envs, full):
