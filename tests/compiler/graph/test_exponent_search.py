@@ -135,3 +135,17 @@ def test_cli_search_and_keep_float_until(tmp_path, small, capsys):
                  str(tmp_path / "x.vtamod")]) != 0
     err = capsys.readouterr()
     assert "keep_float_until must be a cosine in (0, 1], got 2.0" in err.out + err.err
+
+
+def test_report_accuracy_with_search_and_keep_float_until(tmp_path, small, capsys):
+    model, g, samples = small
+    onnx.save(model, tmp_path / "m.onnx")
+    np.save(tmp_path / "cal.npy", np.stack([s[g.inputs[0]] for s in samples]))
+    np.save(tmp_path / "x.npy", samples[0][g.inputs[0]])
+    assert main(["report", str(tmp_path / "m.onnx"), "--accuracy", "--calibrate", str(tmp_path / "cal.npy"),
+                 "--input", str(tmp_path / "x.npy"), "--plot", "", "--calibration", "search",
+                 "--keep-float-until", "0.99999"]) == 0
+    out = capsys.readouterr().out
+    assert "calibration search on 4 samples" in out and "exponent search: output error" in out
+    kept = out.split("kept in float on the host: ")[1].split(";")[0].split(", ")
+    assert kept and all(f"│ {name} " not in out for name in kept)  # float: not in the int8 table
