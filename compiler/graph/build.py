@@ -65,19 +65,20 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
     samples, synthetic = calibration_samples(g, calibrate, seed)
     t1 = time.perf_counter()
     want = float_outputs(g, samples) if calibration == "search" or keep_float_until is not None else []
-    g = prepare_for_int8(g, samples, equalize=equalize, bias_correction=bias_correction)
+    uncorrected = prepare_for_int8(g, samples, equalize=equalize, bias_correction=False)
+    g = prepare_for_int8(uncorrected, samples, equalize="off", bias_correction=bias_correction)
     cal: Calibration = run_calibration(g, samples, calibration)
     cal.synthetic = synthetic
     notes: dict[str, Any] = dict(samples=len(samples), synthetic=synthetic, method=calibration, equalize=equalize,
                                  bias_correction=bias_correction)
-    marked, cache = keep_nodes_float(g, keep_float), {}
+    marked, cache = keep_nodes_float(g, keep_float, uncorrected), {}
     if calibration == "search":
         notes["search"] = asdict(search_exponents(marked, cal, samples, want, progress, cache))
     if keep_float_until is not None:
         auto = keep_float_until_met(marked, cal, samples, want, keep_float_until, progress=progress,
-                                    weight_cache=cache)
+                                    weight_cache=cache, uncorrected=uncorrected)
         notes["keep_float_auto"] = asdict(auto)
-        marked = keep_nodes_float(marked, auto.kept)
+        marked = keep_nodes_float(marked, auto.kept, uncorrected)
     q = quantize(marked, cal, cache)
     notes["seconds"] = time.perf_counter() - t1
     return g, q, notes

@@ -224,10 +224,12 @@ def search_exponents(g: Graph, cal: MethodCalibration, samples: list[dict[str, n
 
 def keep_float_until(g: Graph, cal: MethodCalibration, samples: list[dict[str, np.ndarray]],
                      want: list[dict[str, np.ndarray]], target: float, *, max_nodes: int = KEEP_FLOAT_MAX,
-                     progress: Progress | None = None, weight_cache: dict | None = None) -> KeepFloatResult:
+                     progress: Progress | None = None, weight_cache: dict | None = None,
+                     uncorrected: Graph | None = None) -> KeepFloatResult:
     """Keep the layers (conv, dense, add computing in int8) whose float version lowers the output
     error most, one at a time, until the mean output cosine on `samples` reaches `target` or
-    `max_nodes` are kept.  Nodes `g` already marks keep_float stay so."""
+    `max_nodes` are kept.  Nodes `g` already marks keep_float stay so; `uncorrected`: the graph
+    before bias correction, whose biases kept nodes take (`quantize.keep_nodes_float`)."""
     check_target(target)
     t0 = time.perf_counter()
     cache = {} if weight_cache is None else weight_cache
@@ -236,13 +238,13 @@ def keep_float_until(g: Graph, cal: MethodCalibration, samples: list[dict[str, n
     before = runner.cosine
     kept: list[str] = []
     while runner.cosine < target and len(kept) < max_nodes:
-        plan = precision_plan(keep_nodes_float(g, kept))
+        plan = precision_plan(keep_nodes_float(g, kept, uncorrected))
         cands = [n.name for n in g.nodes if n.name in plan.int8 and int8_rule(n.op) in ("weights", "sum")]
         best = None
         for i, name in enumerate(cands):
             if progress is not None:
                 progress(f"keep float ({len(kept) + 1} of at most {max_nodes})", i, len(cands))
-            q = quantize(keep_nodes_float(g, kept + [name]), cal, cache)
+            q = quantize(keep_nodes_float(g, kept + [name], uncorrected), cal, cache)
             trial = runner.trial(q)
             if trial is not None and (best is None or trial[0] < best[0]):
                 best = (trial[0], name, q, trial[1])

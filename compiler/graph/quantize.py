@@ -147,8 +147,11 @@ def quantization_error(value: np.ndarray, e: int) -> float:
     return float(np.sum(np.square(q / scale - value), dtype=np.float64))
 
 
-def keep_nodes_float(g: Graph, names) -> Graph:
-    """Mark nodes that must stay float on the host (`keep_float`); unknown names are an error."""
+def keep_nodes_float(g: Graph, names, uncorrected: Graph | None = None) -> Graph:
+    """Mark nodes that must stay float on the host (`keep_float`); unknown names are an error.
+
+    `uncorrected`: the graph before bias correction; a kept node takes its bias back from there
+    (the correction offsets int8 weight error, which a float node does not have)."""
     names = tuple(names or ())
     if not names:
         return g
@@ -157,9 +160,16 @@ def keep_nodes_float(g: Graph, names) -> Graph:
     if missing:
         raise CompileError(f"keep_float names no node of the optimized graph: {', '.join(missing[:4])}")
     g = g.copy()
+    before = {n.name: n for n in uncorrected.nodes} if uncorrected is not None else {}
     for n in g.nodes:
         if n.name in names:
             n.attrs["keep_float"] = True
+            o = before.get(n.name)
+            if o is not None and o.op == n.op and o.inputs[:2] == n.inputs[:2] and o.inputs[2:] != n.inputs[2:]:
+                n.inputs = list(o.inputs)
+                for t in o.inputs[2:]:
+                    if t in uncorrected.consts:
+                        g.consts[t], g.tensors[t] = uncorrected.consts[t], uncorrected.tensors[t]
     return g
 
 

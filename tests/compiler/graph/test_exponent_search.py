@@ -95,9 +95,9 @@ def test_keep_float_until_keeps_the_layers_that_help_most(small):
     want = float_outputs(g, samples)
     fg, _, _ = float_and_int8(g, samples)  # the float graph after bias correction, as compile quantizes it
     cal = calibrate(fg, samples, "max")
-    easy = keep_float_until(fg, cal, samples, want, 0.5)
+    easy = keep_float_until(fg, cal, samples, want, 0.5, uncorrected=g)
     assert easy.kept == () and easy.cosine_after == easy.cosine_before
-    hard = keep_float_until(fg, cal, samples, want, 1.0, max_nodes=2)
+    hard = keep_float_until(fg, cal, samples, want, 1.0, max_nodes=2, uncorrected=g)
     assert len(hard.kept) == 2 and hard.cosine_after > hard.cosine_before
     _, q, notes = float_and_int8(g, samples, calibration="max", keep_float_until=1.0)
     kept = notes["keep_float_auto"]["kept"]
@@ -149,3 +149,14 @@ def test_report_accuracy_with_search_and_keep_float_until(tmp_path, small, capsy
     assert "calibration search on 4 samples" in out and "exponent search: output error" in out
     kept = out.split("kept in float on the host: ")[1].split(";")[0].split(", ")
     assert kept and all(f"│ {name} " not in out for name in kept)  # float: not in the int8 table
+
+
+def test_a_node_kept_float_keeps_its_uncorrected_bias(small):
+    """Bias correction offsets the int8 weights' error; a node kept float has none, so it computes
+    with the model's own bias (and its output equals the float model's on the same input)."""
+    _, g, samples = small
+    fg, q, _ = float_and_int8(g, samples, keep_float=("branch1.conv",))
+    assert fg.node("branch1.conv").inputs[2].endswith(".bias_corrected")  # the int8 graph's source
+    node = q.node("branch1.conv")
+    assert node.op == "Conv" and node.inputs[2] == g.node("branch1.conv").inputs[2]
+    np.testing.assert_array_equal(q.consts[node.inputs[2]], g.consts[node.inputs[2]])
