@@ -13,6 +13,7 @@ centred classifier, issue 16's hard case) or an .onnx file.
 from __future__ import annotations
 
 import argparse
+import time
 
 import numpy as np
 import onnx
@@ -44,13 +45,29 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=4, help="calibration images")
     ap.add_argument("--inputs", type=int, default=4, help="test images")
     ap.add_argument("--sim", action="store_true", help="also run the first input on the cycle model")
+    ap.add_argument("--calibration", default=None, help="compile_module's calibration (default its default)")
+    ap.add_argument("--keep-float-until", type=float, default=None, help="target output cosine (auto keep-float)")
     args = ap.parse_args()
     model = load(args.model)
     inp = model.graph.input[0]
     shape = tuple(d.dim_value for d in inp.type.tensor_type.shape.dim)
     rng = np.random.default_rng(0)
     samples = [rng.standard_normal(shape).astype(np.float32) for _ in range(args.samples)]
-    module = vtakit.compile(model, args.config, calibrate=samples)
+    options = {k: v for k, v in dict(calibration=args.calibration, keep_float_until=args.keep_float_until).items()
+               if v is not None}
+    t0 = time.perf_counter()
+    module = vtakit.compile(model, args.config, calibrate=samples, **options)
+    print(f"compiled in {time.perf_counter() - t0:.1f} s {options}")
+    cal = module.notes["calibration"]
+    if "search" in cal:
+        s = cal["search"]
+        print(f"exponent search: output error on the calibration samples {s['error_before']:.5f} -> "
+              f"{s['error_after']:.5f}, {len(s['moved'])} of {s['groups']} groups moved, {s['evaluations']} "
+              f"evaluations, {s['seconds']:.1f} s")
+    if "keep_float_auto" in cal:
+        k = cal["keep_float_auto"]
+        print(f"kept in float: {', '.join(k['kept']) or 'none'} (calibration cosine {k['cosine_before']:.4f} -> "
+              f"{k['cosine_after']:.4f})")
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     out = model.graph.output[0].name
     xs = [rng.standard_normal(shape).astype(np.float32) for _ in range(args.inputs)]

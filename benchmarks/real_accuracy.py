@@ -30,6 +30,19 @@ def _support(name: str):
     return mod
 
 
+def print_search_notes(notes: dict) -> None:
+    """What calibration "search" and keep_float_until did (compile notes)."""
+    if "search" in notes:
+        s = notes["search"]
+        print(f"exponent search: output error on the calibration samples {s['error_before']:.5f} -> "
+              f"{s['error_after']:.5f}, {len(s['moved'])} of {s['groups']} groups moved, {s['evaluations']} "
+              f"evaluations, {s['seconds']:.1f} s")
+    if "keep_float_auto" in notes:
+        k = notes["keep_float_auto"]
+        print(f"kept in float: {', '.join(k['kept']) or 'none'} (calibration cosine {k['cosine_before']:.4f} -> "
+              f"{k['cosine_after']:.4f}, {k['seconds']:.1f} s)")
+
+
 def main(argv: list[str] | None = None) -> int:
     from vtakit.compiler.graph import compile_module
     from vtakit.compiler.graph.build import BIAS_CORRECTION, EQUALIZE
@@ -43,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--equalize", default=EQUALIZE, choices=MODES, help="cross-layer equalization")
     ap.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=BIAS_CORRECTION)
     ap.add_argument("--calibration-samples", type=int, default=8)
+    ap.add_argument("--keep-float-until", type=float, default=None,
+                    help="keep the worst layers in float until this mean output cosine on the calibration photos")
     ap.add_argument("--limit", type=int, default=0, help="only the first N test views")
     ap.add_argument("--no-lower", action="store_true",
                     help="run the int8 graph on the host interpreter without lowering it (quick; the accelerator "
@@ -59,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     cal = [real.preprocess(v) for _, v in photos.calibration_views(args.calibration_samples)]
     xs = [real.preprocess(v) for _, v in tests]
     t0 = time.perf_counter()
-    options = dict(calibration=args.calibration, equalize=args.equalize, bias_correction=args.bias_correction)
+    options = dict(calibration=args.calibration, equalize=args.equalize, bias_correction=args.bias_correction,
+                   keep_float_until=args.keep_float_until)
     ref = real.float_logits(model, xs)
     got, cycles = [], None
     if args.no_lower:
@@ -67,14 +83,16 @@ def main(argv: list[str] | None = None) -> int:
         from vtakit.compiler.graph.execute import run_graph
         from vtakit.compiler.graph.onnx_frontend import import_onnx
 
-        _, q, _ = float_and_int8(optimize(import_onnx(model)), [c[None] for c in cal], **options)
+        _, q, notes = float_and_int8(optimize(import_onnx(model)), [c[None] for c in cal], **options)
         print(f"quantized in {time.perf_counter() - t0:.1f} s; {options}")
+        print_search_notes(notes)
         t0 = time.perf_counter()
         got = [run_graph(q, {"data": x[None]})["logits"][0] for x in xs]
         where = "the host interpreter"
     else:
         module = compile_module(model, args.config, calibrate=[c[None] for c in cal], **options)
         print(f"compiled in {time.perf_counter() - t0:.1f} s: {len(module.vta_tasks())} accelerator tasks; {options}")
+        print_search_notes(module.notes["calibration"])
         t0 = time.perf_counter()
         for x in xs:
             got.append(module.run(x[None], device=args.device)["logits"][0])

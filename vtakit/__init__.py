@@ -23,7 +23,8 @@ def compile(model, config=DEFAULT_PRESET, target: str = "vta", calibrate=None, t
     inputs); "cpu": the float graph on the host; "cuda": the float graph on the GPU.  host="cuda"
     puts a "vta" module's host tasks on the GPU.  tuning_log: a `vtakit tune` log (or a list of
     them) whose best schedules the convolutions use.  Other options: input_shapes,
-    partition_options, schedules, seed (see vtakit.compiler.graph.compile_module)."""
+    partition_options, schedules, seed, calibration ("search": exponents judged at the outputs),
+    keep_float, keep_float_until (see vtakit.compiler.graph.compile_module)."""
     from vtakit.cli._common import tuning_context
     from vtakit.compiler.graph import compile_module
 

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,10 @@ from vtakit.compiler.graph.partition import PartitionOptions, partition
 from vtakit.compiler.graph.plan import plan_dram
 from vtakit.compiler.graph.calibration import DEFAULT_METHOD, calibrate as run_calibration, check_method
 from vtakit.compiler.graph.equalize import check_mode, correct_bias, equalize as equalize_ranges
-from vtakit.compiler.graph.quantize import Calibration, quantize, strip_fake_quant, weight_roundtrip
+from vtakit.compiler.graph.exponent_search import Progress, check_target, float_outputs, search_exponents
+from vtakit.compiler.graph.exponent_search import keep_float_until as keep_float_until_met
+from vtakit.compiler.graph.quantize import (Calibration, keep_nodes_float, quantize, strip_fake_quant,
+                                            weight_roundtrip)
 from vtakit.compiler.graph.simplify import simplify
 from vtakit.isa.config import DEFAULT_PRESET, HwConfig
 from vtakit.isa.fields import INSN_BYTES
@@ -49,16 +53,35 @@ def optimize(graph: Graph, *, keep_fake_quant: bool = False) -> Graph:
 
 def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEFAULT_METHOD,
                    equalize: str = EQUALIZE, bias_correction: bool = BIAS_CORRECTION,
-                   keep_float=()) -> tuple[Graph, Graph, dict[str, Any]]:
-    """(the float graph quantized from, the int8 graph, calibration notes) for an optimized graph."""
+                   keep_float=(), keep_float_until: float | None = None,
+                   progress: Progress | None = None) -> tuple[Graph, Graph, dict[str, Any]]:
+    """(the float graph quantized from, the int8 graph, calibration notes) for an optimized graph.
+
+    calibration "search" and keep_float_until judge the int8 graph by its outputs against `g`'s on
+    the calibration samples (exponent_search)."""
+    check_method(calibration)
+    if keep_float_until is not None:
+        check_target(keep_float_until)
     samples, synthetic = calibration_samples(g, calibrate, seed)
     t1 = time.perf_counter()
-    g = prepare_for_int8(g, samples, equalize=equalize, bias_correction=bias_correction)
-    cal: Calibration = run_calibration(g, samples, check_method(calibration))
+    want = float_outputs(g, samples) if calibration == "search" or keep_float_until is not None else []
+    uncorrected = prepare_for_int8(g, samples, equalize=equalize, bias_correction=False)
+    g = prepare_for_int8(uncorrected, samples, equalize="off", bias_correction=bias_correction)
+    cal: Calibration = run_calibration(g, samples, calibration)
     cal.synthetic = synthetic
-    q = quantize(keep_nodes_float(g, keep_float), cal)
-    return g, q, dict(samples=len(samples), synthetic=synthetic, seconds=time.perf_counter() - t1,
-                      method=calibration, equalize=equalize, bias_correction=bias_correction)
+    notes: dict[str, Any] = dict(samples=len(samples), synthetic=synthetic, method=calibration, equalize=equalize,
+                                 bias_correction=bias_correction)
+    marked, cache = keep_nodes_float(g, keep_float, uncorrected), {}
+    if calibration == "search":
+        notes["search"] = asdict(search_exponents(marked, cal, samples, want, progress, cache))
+    if keep_float_until is not None:
+        auto = keep_float_until_met(marked, cal, samples, want, keep_float_until, progress=progress,
+                                    weight_cache=cache, uncorrected=uncorrected)
+        notes["keep_float_auto"] = asdict(auto)
+        marked = keep_nodes_float(marked, auto.kept, uncorrected)
+    q = quantize(marked, cal, cache)
+    notes["seconds"] = time.perf_counter() - t1
+    return g, q, notes
 
 
 def prepare_for_int8(g: Graph, samples: list[dict[str, np.ndarray]], *, equalize: str = EQUALIZE,
@@ -68,22 +91,6 @@ def prepare_for_int8(g: Graph, samples: list[dict[str, np.ndarray]], *, equalize
         g = equalize_ranges(g, clip_as_relu=equalize == "clip-as-relu")
     if bias_correction:
         g = correct_bias(g, samples, weight_roundtrip)
-    return g
-
-
-def keep_nodes_float(g: Graph, names) -> Graph:
-    """Mark nodes that must stay float on the host (`keep_float`); unknown names are an error."""
-    names = tuple(names or ())
-    if not names:
-        return g
-    known = {n.name for n in g.nodes}
-    missing = [n for n in names if n not in known]
-    if missing:
-        raise CompileError(f"keep_float names no node of the optimized graph: {', '.join(missing[:4])}")
-    g = g.copy()
-    for n in g.nodes:
-        if n.name in names:
-            n.attrs["keep_float"] = True
     return g
 
 
@@ -139,12 +146,15 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
                    partition_options: PartitionOptions | dict | None = None,
                    schedules: dict[str, Any] | None = None, seed: int = 0, host: str = "cpu",
                    calibration: str = DEFAULT_METHOD, equalize: str = EQUALIZE, bias_correction: bool = BIAS_CORRECTION,
-                   keep_float: tuple[str, ...] = ()) -> CompiledModule:
+                   keep_float: tuple[str, ...] = (), keep_float_until: float | None = None,
+                   progress: Progress | None = None) -> CompiledModule:
     """Compile an ONNX model (path, bytes or ModelProto) for `config`; see the module docstring.
 
     calibration: how activation exponents are chosen (compiler.graph.calibration.METHODS);
     equalize / bias_correction: the passes of compiler.graph.equalize before quantization;
-    keep_float: nodes that stay float on the host."""
+    keep_float: nodes that stay float on the host; keep_float_until: a mean output cosine on the
+    calibration samples, reached by keeping the worst layers float too (exponent_search);
+    progress(phase, done, total): called during the searches."""
     if target not in TARGETS:
         raise CompileError(f"unknown target {target!r}; use one of {', '.join(TARGETS)}")
     if host not in HOSTS:
@@ -154,6 +164,8 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
     cfg = HwConfig.load(config)
     check_method(calibration)
     check_mode(equalize)
+    if keep_float_until is not None:
+        check_target(keep_float_until)
     t0 = time.perf_counter()
     if calibrate is not None and not isinstance(calibrate, (list, tuple, np.ndarray)):
         calibrate = list(calibrate)  # an iterator is read twice: its first sample binds symbolic dims
@@ -168,7 +180,8 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
         return CompiledModule(cfg, target, g, [n.name for n in g.nodes], notes=notes,
                               host="cuda" if target == "cuda" else "cpu")
     _, q, notes["calibration"] = float_and_int8(g, calibrate, seed=seed, calibration=calibration, equalize=equalize,
-                                                bias_correction=bias_correction, keep_float=keep_float)
+                                                bias_correction=bias_correction, keep_float=keep_float,
+                                                keep_float_until=keep_float_until, progress=progress)
     if isinstance(partition_options, dict):
         partition_options = PartitionOptions(**partition_options)
     place = partition(q, cfg, partition_options)

@@ -8,7 +8,9 @@ Four methods, applied to every tensor (`compile_module(calibration=...)`,
 - "mse": the exponent with the least squared error over all samples (clipping plus rounding;
   what quantize.Calibration does by itself);
 - "kl": the exponent whose int8 histogram is closest to the float one in KL divergence
-  (TensorRT's entropy calibration, restricted to power-of-two thresholds).
+  (TensorRT's entropy calibration, restricted to power-of-two thresholds);
+- "search": "max", then each exponent group moved by the error it causes at the network's output
+  (`exponent_search`: the offsets land in `MethodCalibration.offsets`).
 
 Candidates are the exponent that clips nothing and the three finer ones.  The
 histogram of |value| behind "percentile" and "kl" has bins of 2**-(a + 6), a power of two, so widening its
@@ -29,7 +31,7 @@ import numpy as np
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.quantize import EXP_RANGE, Calibration, candidate_exponents, ideal_exponent
 
-METHODS = ("max", "percentile", "mse", "kl")
+METHODS = ("max", "percentile", "mse", "kl", "search")
 DEFAULT_METHOD = "max"
 PERCENTILE_CLIPPED = 1e-4
 HIST_BINS = 8192  # bins of |value| over [0, 128 * 2**-a): width 2**-(a + 6)
@@ -109,6 +111,7 @@ class MethodCalibration(Calibration):
 
     method: str = DEFAULT_METHOD
     hist: dict[str, Histogram] = field(default_factory=dict)
+    offsets: dict[str, int] = field(default_factory=dict)  # tensor -> added to its exponent (exponent_search)
 
     def observe(self, name: str, value: np.ndarray) -> None:
         super().observe(name, value)
@@ -121,10 +124,15 @@ class MethodCalibration(Calibration):
         return candidate_exponents(self.amax[name])
 
     def exponent(self, name: str) -> int:
+        e = self.local_exponent(name) + self.offsets.get(name, 0)
+        return min(max(e, EXP_RANGE[0]), EXP_RANGE[1])
+
+    def local_exponent(self, name: str) -> int:
+        """The exponent `method` chooses from this tensor's own samples ("search" starts from "max")."""
         amax = self.amax[name]
         if self.method == "mse" or amax <= 0:
             return super().exponent(name)
-        if self.method == "max":
+        if self.method in ("max", "search"):
             return ideal_exponent(amax)
         h = self.hist[name]
         cands = list(self.candidates(name))

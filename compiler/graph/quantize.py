@@ -147,6 +147,32 @@ def quantization_error(value: np.ndarray, e: int) -> float:
     return float(np.sum(np.square(q / scale - value), dtype=np.float64))
 
 
+def keep_nodes_float(g: Graph, names, uncorrected: Graph | None = None) -> Graph:
+    """Mark nodes that must stay float on the host (`keep_float`); unknown names are an error.
+
+    `uncorrected`: the graph before bias correction; a kept node takes its bias back from there
+    (the correction offsets int8 weight error, which a float node does not have)."""
+    names = tuple(names or ())
+    if not names:
+        return g
+    known = {n.name for n in g.nodes}
+    missing = [n for n in names if n not in known]
+    if missing:
+        raise CompileError(f"keep_float names no node of the optimized graph: {', '.join(missing[:4])}")
+    g = g.copy()
+    before = {n.name: n for n in uncorrected.nodes} if uncorrected is not None else {}
+    for n in g.nodes:
+        if n.name in names:
+            n.attrs["keep_float"] = True
+            o = before.get(n.name)
+            if o is not None and o.op == n.op and o.inputs[:2] == n.inputs[:2] and o.inputs[2:] != n.inputs[2:]:
+                n.inputs = list(o.inputs)
+                for t in o.inputs[2:]:
+                    if t in uncorrected.consts:
+                        g.consts[t], g.tensors[t] = uncorrected.consts[t], uncorrected.tensors[t]
+    return g
+
+
 def _int8_form(g: Graph, n: Node) -> bool:
     """Whether the node could run on int8 data here: its registry definition's rule (`OpDef.int8_form`),
     by default a precision-neutral op reading only activations."""
@@ -211,11 +237,11 @@ class _Groups:
         self.parent[self.find(a)] = self.find(b)
 
 
-def assign_exponents(g: Graph, cal: Calibration, int8_nodes: list[Node],
-                     weight_exp: dict[str, int]) -> dict[str, int]:
-    """An exponent per int8 tensor, consistent across scale-preserving ops, with every shift >= 0."""
+def exponent_groups(g: Graph, int8_nodes: list[Node]) -> tuple[_Groups, set[str]]:
+    """The int8 tensors and their union into groups that must share one exponent (the inputs and
+    output of a precision-neutral op, the two inputs of an add)."""
     groups = _Groups()
-    tensors = set()
+    tensors: set[str] = set()
     for n in int8_nodes:
         acts = [i for i in n.inputs if i and not g.is_const(i)]
         tensors.update(acts + n.outputs)
@@ -224,6 +250,13 @@ def assign_exponents(g: Graph, cal: Calibration, int8_nodes: list[Node],
                 groups.union(i, n.outputs[0])
         elif int8_rule(n.op) == "sum":
             groups.union(acts[0], acts[1])
+    return groups, tensors
+
+
+def assign_exponents(g: Graph, cal: Calibration, int8_nodes: list[Node],
+                     weight_exp: dict[str, int]) -> dict[str, int]:
+    """An exponent per int8 tensor, consistent across scale-preserving ops, with every shift >= 0."""
+    groups, tensors = exponent_groups(g, int8_nodes)
     missing = sorted(t for t in tensors if t not in cal.amax)
     if missing:
         raise CompileError(f"calibration saw no values for {missing[:4]}")
@@ -305,15 +338,24 @@ def _qclip(act, e: int) -> tuple[int, int]:
     return qlo, qhi
 
 
-def quantize(graph: Graph, cal: Calibration) -> Graph:
+def quantize(graph: Graph, cal: Calibration, weight_cache: dict | None = None) -> Graph:
     """The int8 graph: QConv/QDense/QAdd with shifts and clips, int8 pooling and layout ops,
-    Quantize/Dequantize at the borders with float ops and the graph's inputs and outputs."""
+    Quantize/Dequantize at the borders with float ops and the graph's inputs and outputs.
+
+    `weight_cache` (a dict kept by the caller) keeps the weight exponents between calls on the same
+    graph: they depend on the weights alone, and the exponent search quantizes it many times."""
     g = graph
     plan = precision_plan(g)
     int8_nodes = [n for n in g.nodes if n.name in plan.int8]
     int8_names = plan.int8
-    wexp = {n.name: _weight_exps(g.consts[n.inputs[1]], n.name in plan.wide)
-            for n in int8_nodes if int8_rule(n.op) == "weights"}
+    cache = {} if weight_cache is None else weight_cache
+    wexp = {}
+    for n in int8_nodes:
+        if int8_rule(n.op) == "weights":
+            key = (n.name, n.name in plan.wide)
+            if key not in cache:
+                cache[key] = _weight_exps(g.consts[n.inputs[1]], key[1])
+            wexp[n.name] = cache[key]
     exp = assign_exponents(g, cal, int8_nodes, {k: int(e.min()) for k, e in wexp.items()})
     q = Graph([], {}, list(g.inputs), list(g.outputs), {}, g.name, dict(g.notes))
     for t in g.inputs:

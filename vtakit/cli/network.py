@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
 
-from vtakit.cli._common import CONFIG_HELP, console, tuning_context
+from vtakit.cli._common import CONFIG_HELP, console, progress_console, tuning_context
 from vtakit.devices import device_names
 from vtakit.errors import VtaError
 from vtakit.isa.config import DEFAULT_PRESET
@@ -63,12 +64,15 @@ def cmd_compile(args) -> int:
 
     cal = _calibration(args.calibrate)
     t0 = time.perf_counter()
-    with tuning_context(args.tuning_log) as table, console.status(
-            f"compiling {args.model} for {args.config or DEFAULT_PRESET} ({args.target})"):
+    kwargs = _int8_kwargs(args)
+    searching = _searches(kwargs)
+    status = nullcontext() if searching else console.status(
+        f"compiling {args.model} for {args.config or DEFAULT_PRESET} ({args.target})")
+    with tuning_context(args.tuning_log) as table, status, _search_progress(searching) as progress:
         module = compile_module(args.model, args.config, target=args.target, calibrate=cal,
                                 input_shapes=_input_shapes(args.input_shape),
                                 partition_options=dict(first_conv=args.first_conv, classifier=args.classifier),
-                                seed=args.seed, host=args.host, **_int8_kwargs(args))
+                                seed=args.seed, host=args.host, progress=progress, **kwargs)
     out = module.save(args.output)
     notes = module.notes
     if table is not None:
@@ -83,6 +87,8 @@ def cmd_compile(args) -> int:
     if cal_notes and cal_notes["synthetic"]:
         console.print(f"[yellow]calibrated on {cal_notes['samples']} seeded random inputs[/] (no --calibrate "
                       f"given); accuracy on real data needs real samples")
+    if cal_notes:
+        _print_search_notes(cal_notes)
     for node, why in notes.get("host_reasons", {}).items():
         console.print(f"  on the host: {node} ({why})")
     gpu = notes.get("gpu")
@@ -128,19 +134,63 @@ def cmd_run(args) -> int:
 def _int8_options(p) -> None:
     """The quantization options `compile` and `report --accuracy` share (defaults: compile_module's;
     the names are checked there, so the parser imports no compiler)."""
-    p.add_argument("--calibration", help="how activation exponents are chosen: max, percentile, mse or kl "
-                                         "(compiler.graph.calibration; default max)")
+    p.add_argument("--calibration", help="how activation exponents are chosen: max, percentile, mse, kl or search "
+                                         "(max, then moved by the error at the outputs; compiler.graph.calibration; "
+                                         "default max)")
     p.add_argument("--equalize", help="cross-layer equalization: off, exact (through ReLU only) or clip-as-relu "
                                       "(ReLU6 becomes ReLU where equalized: changes the float model); default off")
     p.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=None,
                    help="correct each bias for the mean shift its weight quantization causes (default on)")
     p.add_argument("--keep-float", default="", help="NODE,... nodes kept in float on the host")
+    p.add_argument("--keep-float-until", type=float, metavar="COSINE",
+                   help="also keep the worst layers in float, one at a time, until the mean output cosine on the "
+                        "calibration samples reaches COSINE (at most 8 layers; they are printed)")
 
 
 def _int8_kwargs(args) -> dict:
     """The options the user gave, for compile_module / float_and_int8 (the rest keep their defaults)."""
-    given = dict(calibration=args.calibration, equalize=args.equalize, bias_correction=args.bias_correction)
+    given = dict(calibration=args.calibration, equalize=args.equalize, bias_correction=args.bias_correction,
+                 keep_float_until=args.keep_float_until)
     return {k: v for k, v in given.items() if v is not None} | dict(keep_float=_keep_float(args.keep_float))
+
+
+def _searches(kwargs: dict) -> bool:
+    """Whether the options ask for a search judged at the outputs (slow: a progress bar)."""
+    return kwargs.get("calibration") == "search" or kwargs.get("keep_float_until") is not None
+
+
+@contextmanager
+def _search_progress(enabled: bool):
+    """A progress callback (phase, done, total) drawing one rich bar per phase, or None."""
+    if not enabled:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=progress_console, transient=True) as bar:
+        tasks: dict[str, int] = {}
+
+        def update(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(phase, total=total)
+            bar.update(tasks[phase], completed=done, total=total)
+
+        yield update
+
+
+def _print_search_notes(notes: dict) -> None:
+    """What calibration "search" and --keep-float-until did (the calibration notes of a compile)."""
+    if "search" in notes:
+        s = notes["search"]
+        console.print(f"exponent search: output error on the calibration samples {s['error_before']:.5f} -> "
+                      f"{s['error_after']:.5f}; {len(s['moved'])} of {s['groups']} exponent groups moved "
+                      f"({s['evaluations']} evaluations, {s['seconds']:.1f} s)")
+    if "keep_float_auto" in notes:
+        k = notes["keep_float_auto"]
+        console.print(f"kept in float on the host: {', '.join(k['kept']) or 'none'}; mean output cosine on the "
+                      f"calibration samples {k['cosine_before']:.5f} -> {k['cosine_after']:.5f} "
+                      f"({k['seconds']:.1f} s)")
 
 
 def _keep_float(spec: str) -> tuple[str, ...]:
@@ -164,7 +214,9 @@ def cmd_accuracy(args) -> int:
         if len(graph.inputs) != 1:
             raise VtaError(f"--input .npy feeds one input; the model has {len(graph.inputs)}: use an .npz")
         data = {graph.inputs[0]: data}
-    fg, qg, notes = float_and_int8(graph, cal, seed=args.seed, **_int8_kwargs(args))
+    kwargs = _int8_kwargs(args)
+    with _search_progress(_searches(kwargs)) as progress:
+        fg, qg, notes = float_and_int8(graph, cal, seed=args.seed, progress=progress, **kwargs)
     if notes["synthetic"]:
         console.print("[yellow]calibrated on seeded random inputs[/] (no --calibrate given)")
     rep = accuracy_report(fg, qg, data)
@@ -173,6 +225,7 @@ def cmd_accuracy(args) -> int:
         console.print(line)
     console.print(f"calibration {notes['method']} on {notes['samples']} samples; equalize {notes['equalize']}, "
                   f"bias correction {notes['bias_correction']}")
+    _print_search_notes(notes)
     if args.plot:
         console.print(f"plot written to {rep.plot(args.plot)}")
     return 0

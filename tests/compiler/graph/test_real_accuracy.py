@@ -42,3 +42,21 @@ def test_int8_on_the_accelerator_follows_float_on_photos(lite0):
     assert module.report().accelerator_cycles > 0
     m = real_models.agreement(real_models.float_logits(lite0, xs), got)
     assert m.top1 >= TOP1_FLOOR and m.cosine >= COSINE_FLOOR, m
+
+
+def test_keep_float_until_meets_the_issue_targets_for_top1_and_cosine(lite0):
+    """Automatic keep-float (the worst layers float on the host until the calibration photos' mean
+    output cosine reaches 0.99): measured 100 % top-1, 90.8 % top-5 overlap, cosine 0.9958 (README);
+    the floors are the issue's targets (>= 95 % top-1, >= 90 % top-5, cosine >= 0.98 for the mobile
+    network)."""
+    from vtakit.compiler.graph import compile_module
+
+    cal = [real_models.preprocess(v)[None] for _, v in photos.calibration_views(8)]
+    xs = [real_models.preprocess(v) for _, v in photos.test_views()]
+    module = compile_module(lite0, "pynq", calibrate=cal, keep_float_until=0.99)
+    auto = module.notes["calibration"]["keep_float_auto"]
+    assert auto["cosine_after"] >= 0.99 and 0 < len(auto["kept"]) <= 8
+    got = np.stack([module.run(x[None], device="cpu")["logits"][0] for x in xs])
+    assert np.array_equal(module.run(xs[1][None], device="sim")["logits"][0], got[1])
+    m = real_models.agreement(real_models.float_logits(lite0, xs), got)
+    assert m.top1 >= 0.95 and m.top5 >= 0.90 and m.cosine >= 0.98, m
