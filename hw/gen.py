@@ -17,8 +17,8 @@ from vtakit.isa.fields import alu_layout, gemm_layout, mem_layout, uop_layout
 from vtakit.isa.opcodes import AluOp, MemId, Opcode
 
 RTL_DIR = Path(__file__).parent / "rtl"
-SOURCES = ("vta_ram.sv", "vta_fifo.sv", "vta_token_queue.sv", "vta_arbiter.sv", "vta_dma_read.sv",
-           "vta_dma_write.sv", "vta_fetch.sv", "vta_load.sv", "vta_dot_pair.sv", "vta_gemm_core.sv",
+SOURCES = ("vta_ram.sv", "vta_fifo.sv", "vta_token_queue.sv", "vta_arbiter.sv", "vta_burst.sv",
+           "vta_dma_read.sv", "vta_dma_write.sv", "vta_fetch.sv", "vta_load.sv", "vta_dot_pair.sv", "vta_gemm_core.sv",
            "vta_alu_core.sv", "vta_compute.sv", "vta_store.sv", "vta_regs.sv", "vta_top.sv")
 SUPPORTED_BUS_BYTES = (8, 16)
 
