@@ -266,3 +266,46 @@ def test_full_command_queue_does_not_hold_the_memory_port():
     cycle, _ = sim.run_image(img, model="cycle")
     assert (dram == sim.run_image(img, model="functional")[1]).all()
     assert abs(stats.cycles - cycle.cycles) <= 0.05 * stats.cycles
+
+
+def _same_entry_chains(cfg: HwConfig, seed: int):
+    """Back-to-back micro-ops on one accumulator entry through the GEMM and ALU pipelines: each
+    must see the write of the one before (forwarding), of the one two before (the RAM's write-first
+    read) and of the last micro-op of the instruction before."""
+    rng = np.random.default_rng(seed)
+    b, bi, bo = cfg.batch, cfg.block_in, cfg.block_out
+    pb = ProgramBuilder(cfg)
+    inp = pb.place_elems(MemId.INP, rng.integers(-128, 128, (4, b, bi), dtype=np.int8))
+    wgt = pb.place_elems(MemId.WGT, rng.integers(-128, 128, (4, bo, bi), dtype=np.int8))
+    acc = pb.place_elems(MemId.ACC, rng.integers(-(1 << 20), 1 << 20, (4, b, bo), dtype=np.int32))
+    out = pb.reserve_elems(MemId.OUT, 4)
+    gemm = [Uop(0, k, k) for k in range(4)] + [Uop(d, 3 - k % 4, k % 4) for k, d in enumerate((0, 1, 0, 1, 1, 0))]
+    alu = [Uop(0, 0), Uop(1, 0), Uop(0, 1), Uop(2, 2), Uop(2, 0), Uop(0, 2)]
+    uops = pb.place_uops(gemm + alu)
+    g, a = len(gemm), len(gemm) + len(alu)
+    pb.emit(Load(MemId.INP, 0, inp, 1, 4, 4, push_next=True),
+            Load(MemId.WGT, 0, wgt, 1, 4, 4, push_next=True),
+            Load(MemId.UOP, 0, uops, 1, a, a), Load(MemId.ACC, 0, acc, 1, 4, 4),
+            Gemm(0, 4, iter_out=2, iter_in=3, pop_prev=True),                   # 24 x entry 0
+            Gemm(4, g, iter_in=2, pop_prev=True),                               # 0 1 0 1 1 0, twice
+            Alu(AluOp.ADD, g, g + 1, iter_in=5, use_imm=True, imm=-3),         # 5 x entry 0
+            Alu(AluOp.SHR, g, g + 1, iter_in=2, use_imm=True, imm=1),
+            Alu(AluOp.ADD, g + 1, g + 3, iter_in=3),                            # acc1 += acc0; acc0 += acc1
+            Alu(AluOp.MAX, g + 3, a, iter_out=2),                               # acc2 = max(acc2, acc2) ...
+            Gemm(4, g, push_next=True),
+            Store(MemId.OUT, 0, out, 1, 4, 4, pop_prev=True, push_prev=True),
+            Finish(pop_next=True))
+    return pb.build()
+
+
+@pytest.mark.parametrize("name", ["pynq", "1x8-bus16"])
+def test_back_to_back_micro_ops_on_one_entry(name):
+    img = _same_entry_chains(CONFIGS[name], 11)
+    expected = reference_image(img)
+    fstats, fdram = sim.run_image(img, model="functional")
+    rstats, rdram = sim.run_image(img, model="rtl")
+    assert (fdram == expected).all()
+    diff = np.flatnonzero(rdram != fdram)
+    assert diff.size == 0, f"RTL differs from the functional model first at byte {diff[0]:#x}"
+    cstats, _ = sim.run_image(img, model="cycle")
+    assert abs(cstats.cycles - rstats.cycles) <= 4, (cstats.cycles, rstats.cycles)

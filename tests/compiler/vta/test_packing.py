@@ -136,5 +136,5 @@ def test_resnet18_conv1_cycles():
     lanes, bit-exact, >= 60 % of peak (16.2 % unpacked: 2,844,402 cycles)."""
     row = layer_bench.run_layer(LAYERS["C1"], PYNQ, "sim", None)
     assert row["correct"] and row["packing"] == "im2col+bias"
-    assert row["cycles"] == 738_917
+    assert row["cycles"] == 740_006   # 738,917 before gemm_pipeline 4 / alu_pipeline 2 (RTL drains)
     assert row["utilization"] >= 0.60
