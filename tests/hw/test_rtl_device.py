@@ -253,6 +253,33 @@ def test_unsupported_bus_width_is_refused():
         build(PYNQ.replace(bus_bytes=32, mem_burst_beats=64))
 
 
+def test_pipeline_drains_shorter_than_the_rtls_are_refused():
+    with pytest.raises(RtlError, match="gemm_pipeline=3"):
+        build(PYNQ.replace(gemm_pipeline=3))
+    with pytest.raises(RtlError, match="alu_pipeline=1"):
+        build(PYNQ.replace(alu_pipeline=1))
+
+
+def test_longer_pipeline_drains_are_honoured():
+    """HwConfig's drains are the one figure the cycle model and the RTL share: longer ones build,
+    and both models charge them (the RTL holds the instruction until then)."""
+    cfg = PYNQ.replace(gemm_pipeline=7, alu_pipeline=5)
+    one = [Uop(0, 0, 0)]
+    for insns, uops in (([Gemm(0, 1, iter_in=8, dst_factor_in=1), Gemm(0, 1), Finish()], one),
+                        ([Alu(AluOp.ADD, 0, 1, iter_in=4, use_imm=True, imm=1), Finish()], one),
+                        ([Alu(AluOp.MAX, 0, 1, iter_in=4, dst_factor_in=1), Finish()], [Uop(0, 8, 0)])):
+        img = _image(insns, cfg, uops)
+        base = _image(insns, PYNQ, uops)
+        cycle, _ = sim.run_image(img, model="cycle")
+        rtl, rdram = sim.run_image(img, model="rtl")
+        _, fdram = sim.run_image(img, model="functional")
+        assert (rdram == fdram).all()
+        assert abs(cycle.cycles - rtl.cycles) <= 2, (cycle.cycles, rtl.cycles)
+        # 7 - 4 and 5 - 2: three cycles more per GEMM or ALU instruction than the default drains
+        longer = 3 * sum(isinstance(i, (Gemm, Alu)) for i in insns)
+        assert rtl.cycles - sim.run_image(base, model="rtl")[0].cycles == longer
+
+
 def test_full_command_queue_does_not_hold_the_memory_port():
     """A LOAD.UOP waits for the port while the compute queue fills behind it: fetch must not
     keep the port for instructions it cannot deliver (that deadlocked an earlier design)."""
