@@ -3,12 +3,15 @@
 // first.  The DMAs register these figures when a row or a burst starts (from the values
 // they are about to load), so their request, beat-count and state logic reads a few
 // registered bits instead of this arithmetic on their address registers (timing).
-// Every burst after a row's first starts on a boundary (offset 0).
+// Every burst after a row's first starts on a boundary (offset 0).  Its hierarchy is kept so
+// that synthesis does not share one copy of the arithmetic between a DMA's candidate bursts
+// behind the mux that picks one (that put the DMA's control decision in front of it).
 // Yosys reads no import in a module header, so the package is imported at file scope.
 /* verilator lint_off IMPORTSTAR */
 import vta_pkg::*;
 /* verilator lint_on IMPORTSTAR */
 
+(* keep_hierarchy *)
 module vta_burst (
   input  logic [$clog2(BURST_BYTES)-1:0] offset,     // the start address mod BURST_BYTES
   input  logic [31:0]                    left,       // bytes of the row from there on (>= 1)
