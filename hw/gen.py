@@ -17,10 +17,13 @@ from vtakit.isa.fields import alu_layout, gemm_layout, mem_layout, uop_layout
 from vtakit.isa.opcodes import AluOp, MemId, Opcode
 
 RTL_DIR = Path(__file__).parent / "rtl"
-SOURCES = ("vta_ram.sv", "vta_fifo.sv", "vta_token_queue.sv", "vta_arbiter.sv", "vta_dma_read.sv",
-           "vta_dma_write.sv", "vta_fetch.sv", "vta_load.sv", "vta_dot_pair.sv", "vta_gemm_core.sv",
+SOURCES = ("vta_ram.sv", "vta_fifo.sv", "vta_token_queue.sv", "vta_arbiter.sv", "vta_burst.sv",
+           "vta_dma_read.sv", "vta_dma_write.sv", "vta_fetch.sv", "vta_load.sv", "vta_dot_pair.sv", "vta_gemm_core.sv",
            "vta_alu_core.sv", "vta_compute.sv", "vta_store.sv", "vta_regs.sv", "vta_top.sv")
 SUPPORTED_BUS_BYTES = (8, 16)
+# The shortest drains vta_compute's pipeline allows (HwConfig's defaults; larger values build).
+RTL_GEMM_PIPELINE = 4
+RTL_ALU_PIPELINE = 2
 
 
 def check_supported(cfg: HwConfig) -> None:
@@ -30,6 +33,14 @@ def check_supported(cfg: HwConfig) -> None:
                        f"(config {cfg.label})")
     if cfg.alu_ii != 1:
         raise RtlError(f"the RTL's ALU issues a micro-op per cycle; alu_ii={cfg.alu_ii} is not built")
+    # vta_compute writes a GEMM micro-op's result 5 cycles after it issues and an immediate ALU
+    # one's 3 after: an instruction cannot complete sooner; it completes as late as the fields say.
+    if cfg.gemm_pipeline < RTL_GEMM_PIPELINE:
+        raise RtlError(f"the RTL's GEMM pipeline drains in {RTL_GEMM_PIPELINE} cycles; "
+                       f"gemm_pipeline={cfg.gemm_pipeline} is not built (config {cfg.label})")
+    if cfg.alu_pipeline < RTL_ALU_PIPELINE:
+        raise RtlError(f"the RTL's ALU pipeline drains in {RTL_ALU_PIPELINE} cycles; "
+                       f"alu_pipeline={cfg.alu_pipeline} is not built (config {cfg.label})")
 
 
 def _param(name: str, value: int) -> str:

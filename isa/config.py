@@ -62,9 +62,11 @@ class HwConfig:
     """Instructions each module's command queue holds."""
     token_queue_depth: int = 128
     """Tokens each of the four dependency queues holds."""
-    gemm_pipeline: int = 1
-    """Cycles after the last micro-op issues before the instruction completes (the RTL's drain)."""
-    alu_pipeline: int = 1
+    gemm_pipeline: int = 4
+    """Cycles after the last micro-op issues before the instruction completes (the RTL's drain:
+    operands, products, two adder-tree halves, the accumulate; hw.gen refuses less than its 4)."""
+    alu_pipeline: int = 2
+    """The same for ALU instructions (accumulator read, latch, then compute; at least 2)."""
     alu_ii: int = 1
     """Cycles between ALU micro-ops (VTA's HLS ALU used 2)."""
     alu_mul: bool = False

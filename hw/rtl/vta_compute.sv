@@ -1,13 +1,22 @@
 // Compute module: LOAD of UOP / ACC / ACC_8BIT, GEMM, ALU and FINISH, in order, with its
 // dependency tokens (pop/push prev against load, next against store).
 //
-// GEMM and ALU run a three-stage pipeline, one micro-op per cycle: read the micro-op,
-// read the operands, compute and write the accumulator (and the truncated output
-// buffer).  The accumulator RAM is write-first, so a micro-op reading the entry the
-// previous one writes gets the new value: any micro-op order is correct.  An ALU
-// micro-op with a tensor operand reads the accumulator twice through its one read
-// port and issues every other cycle.  An instruction completes when its last write
-// is done.
+// GEMM and ALU micro-ops issue one per cycle into a pipeline (stage k is k cycles after
+// the micro-op is read):
+//   GEMM:       1 operand addresses, input / weight reads; 2 products (vta_gemm_core);
+//               3 adder trees' first half, accumulator read; 4 second half, the read value
+//               latched; 5 accumulate, write.
+//   ALU, immediate: 1 accumulator read; 2 latched; 3 compute, write.
+//   ALU, tensor:    1 source read; 2 latched, destination read; 3 latched; 4 compute, write.
+// A micro-op with a tensor operand reads the accumulator twice through its one read port
+// and issues every other cycle.  In-order semantics without a hazard rule: the
+// accumulator RAM is write-first (a read on the edge of a write to its entry returns the
+// new value) and a read value is latched through a forwarding mux that takes the result
+// being written on the latching edge when the entries match; no earlier micro-op writes
+// later than that, so every read sees every earlier micro-op's write.  An instruction
+// completes GEMM_PIPELINE (ALU_PIPELINE; +1 with a tensor operand) cycles after its last
+// micro-op issues, the cycle before its last write; the RTL's minimum is 4 (2), which
+// gen.check_supported enforces and the cycle model charges.
 // Yosys reads no import in a module header, so the package is imported at file scope.
 /* verilator lint_off IMPORTSTAR */
 import vta_pkg::*;
@@ -159,13 +168,10 @@ module vta_compute #(
   assign issue = state == S_EXEC && !gap && !halt;
   assign last_issue = issue && u == u_end - 1'b1 && i == n_in - 1'b1 && o == n_out - 1'b1;
 
-  // stage 1: micro-op read; stage 2: operands; stage 3: compute and write
-  logic s1, s3;
+  // stage 1: micro-op fields plus loop offsets give the operand addresses
+  logic s1;
   logic [OFF_W-1:0] s1_dst_off, s1_src_off, s1_wgt_off;
   logic [OFF_W-1:0] s1_dst, s1_src, s1_wgt;
-  logic [LOG_ACC_DEPTH-1:0] s2_dst, s3_dst;
-  logic s2_src_phase;                          // tensor ALU: this cycle reads the source entry
-  logic [ACC_W-1:0] s3_src_val;
   logic bad_index;
 
   always_comb begin
@@ -178,6 +184,22 @@ module vta_compute #(
         || (tensor && s1_src >= OFF_W'(ACC_DEPTH)));
   end
 
+  // stages 2-5: valid bits and destination entries; GEMM writes in stage 5, a tensor ALU
+  // micro-op in stage 4, an immediate one in stage 3
+  localparam int LAST_W = GEMM_PIPELINE > ALU_PIPELINE + 1 ? GEMM_PIPELINE : ALU_PIPELINE + 1;
+  logic is_gemm, late;
+  logic s2, s3, s4, s5;
+  logic [LOG_ACC_DEPTH-1:0] s2_dst, s3_dst, s4_dst, s5_dst;
+  logic [LAST_W-1:0] last_at;                  // bit k: the last micro-op issued k + 1 cycles ago
+  logic loop_done;                             // the cycle before the last write
+  assign is_gemm = !is_alu;
+  assign late = is_gemm || tensor;
+  always_comb begin
+    if (!is_alu) loop_done = last_at[GEMM_PIPELINE - 1];
+    else if (tensor) loop_done = last_at[ALU_PIPELINE];
+    else loop_done = last_at[ALU_PIPELINE - 1];
+  end
+
   assign uop_re    = issue;
   assign uop_raddr = LOG_UOP_DEPTH'(u);
   assign uop_we    = dma_we && 32'(dma_mem) == MEM_UOP;
@@ -188,25 +210,45 @@ module vta_compute #(
   assign inp_raddr = LOG_INP_DEPTH'(s1_src);
   assign wgt_re    = s1 && !is_alu;
   assign wgt_raddr = LOG_WGT_DEPTH'(s1_wgt);
-  // accumulator read: the source entry first for tensor ALU micro-ops, then the destination
-  assign acc_re    = s1 || s2_src_phase;
-  assign acc_raddr = s2_src_phase ? s2_dst : (tensor ? LOG_ACC_DEPTH'(s1_src) : LOG_ACC_DEPTH'(s1_dst));
+  // accumulator reads, two stages before the write: the destination in stage 3 (GEMM), 2
+  // (tensor ALU, after its source in stage 1) or 1 (immediate ALU); the value is latched a
+  // cycle later in `rd_val`
+  logic [LOG_ACC_DEPTH-1:0] rd_addr_q;         // the entry whose value acc_rdata holds now
+  always_comb begin
+    if (is_gemm) begin
+      acc_re = s3;
+      acc_raddr = s3_dst;
+    end else if (tensor) begin
+      acc_re = s1 || s2;
+      acc_raddr = s1 ? LOG_ACC_DEPTH'(s1_src) : s2_dst;
+    end else begin
+      acc_re = s1;
+      acc_raddr = LOG_ACC_DEPTH'(s1_dst);
+    end
+  end
 
-  logic [ACC_W-1:0] gemm_out, alu_out, exec_val;
-  vta_gemm_core gemm_core (.inp(inp_rdata), .wgt(wgt_rdata), .acc_in(acc_rdata), .acc_out(gemm_out));
-  vta_alu_core alu_core (.op(alu_op), .a(acc_rdata), .b(tensor ? s3_src_val : imm_lanes), .y(alu_out));
+  // the write stage and its value
+  logic x;
+  logic [LOG_ACC_DEPTH-1:0] x_dst;
+  logic [ACC_W-1:0] rd_val, src_val, gemm_out, alu_out, exec_val, fwd;
+  assign x     = is_gemm ? s5 : (tensor ? s4 : s3);
+  assign x_dst = is_gemm ? s5_dst : (tensor ? s4_dst : s3_dst);
+  vta_gemm_core gemm_core (.clk, .inp(inp_rdata), .wgt(wgt_rdata), .acc_in(rd_val), .acc_out(gemm_out));
+  vta_alu_core alu_core (.op(alu_op), .a(rd_val), .b(tensor ? src_val : imm_lanes), .y(alu_out));
   assign exec_val = reset_op ? '0 : (is_alu ? alu_out : gemm_out);
+  // forwarding: the value written on this edge, if the entry just read is the one written
+  assign fwd = x && x_dst == rd_addr_q ? exec_val : acc_rdata;
 
   // writes: the pipeline's last stage, or the DMA
   logic dma_acc_we;
   assign dma_acc_we = dma_we && 32'(dma_mem) != MEM_UOP;
-  assign acc_we    = s3 || dma_acc_we;
-  assign acc_waddr = s3 ? s3_dst : LOG_ACC_DEPTH'(dma_waddr);
-  assign acc_wdata = s3 ? exec_val : dma_acc;
+  assign acc_we    = x || dma_acc_we;
+  assign acc_waddr = x ? x_dst : LOG_ACC_DEPTH'(dma_waddr);
+  assign acc_wdata = x ? exec_val : dma_acc;
   // STORE_FROM_ACC: the output buffer mirrors every accumulator write (a STORE sees
   // acc[7:0]).  Otherwise VTA's rule: only GEMM and ALU write it, with the result before
   // any reset (a reset GEMM leaves acc + inp x wgt^T here and zero in the accumulator).
-  assign out_we    = STORE_FROM_ACC != 0 ? acc_we : s3;
+  assign out_we    = STORE_FROM_ACC != 0 ? acc_we : x;
   assign out_waddr = acc_waddr;
   assign out_wdata = STORE_FROM_ACC != 0 ? truncate(acc_wdata)
                      : truncate(is_alu ? (reset_op ? '0 : alu_out) : gemm_out);
@@ -229,20 +271,23 @@ module vta_compute #(
   assign complete   = (take && ((is_load && load_empty) || (is_loop && head_empty_loop)
                                 || 32'(opcode) == OP_FINISH))
                       || (state == S_DMA && dma_done && !dma_err)
-                      || (state == S_DRAIN && (!tensor || s2_src_phase));
+                      || (state == S_DRAIN && loop_done);
   assign want_prev  = state == S_IDLE ? head[MEM_PUSH_PREV_LO] : push_prev;
   assign want_next  = state == S_IDLE ? head[MEM_PUSH_NEXT_LO] : push_next;
   assign c2l_push   = ((complete && want_prev) || (state == S_PUSH && pend_prev)) && c2l_can_push;
   assign c2s_push   = ((complete && want_next) || (state == S_PUSH && pend_next)) && c2s_can_push;
   assign busy       = state != S_IDLE || dma_busy;
-  assign progress   = take || issue || s3 || dma_we;
+  assign progress   = take || issue || x || dma_we;
 
   always_ff @(posedge clk) begin
     if (rst) begin
       state <= S_IDLE;
       s1 <= 1'b0;
+      s2 <= 1'b0;
       s3 <= 1'b0;
-      s2_src_phase <= 1'b0;
+      s4 <= 1'b0;
+      s5 <= 1'b0;
+      last_at <= '0;
       finished <= 1'b0;
       err <= 1'b0;
       err_code <= '0;
@@ -259,20 +304,19 @@ module vta_compute #(
         s1_src_off <= src_o + src_i;
         s1_wgt_off <= wgt_o + wgt_i;
       end
-      if (tensor) begin
-        // s1 reads the source; the next cycle (s2_src_phase) reads the destination
-        s2_src_phase <= s1;
-        if (s1) s2_dst <= LOG_ACC_DEPTH'(s1_dst);
-        if (s2_src_phase) s3_src_val <= acc_rdata;
-        s3 <= s2_src_phase;
-        if (s2_src_phase) s3_dst <= s2_dst;
-        gap <= issue;
-      end else begin
-        s2_src_phase <= 1'b0;
-        s3 <= s1;
-        if (s1) s3_dst <= LOG_ACC_DEPTH'(s1_dst);
-        gap <= 1'b0;
-      end
+      s2 <= s1;
+      s3 <= s2;
+      s4 <= s3 && late;                       // an immediate ALU micro-op leaves in stage 3
+      s5 <= s4 && is_gemm;                    // a tensor one in stage 4
+      s2_dst <= LOG_ACC_DEPTH'(s1_dst);
+      s3_dst <= s2_dst;
+      s4_dst <= s3_dst;
+      s5_dst <= s4_dst;
+      last_at <= take ? '0 : {last_at[LAST_W-2:0], last_issue};
+      rd_addr_q <= acc_raddr;
+      rd_val <= fwd;
+      src_val <= rd_val;                      // a tensor micro-op's source, a cycle behind
+      gap <= tensor && issue;
       if (bad_index && !err) begin
         err <= 1'b1;
         err_code <= 4'd9;                 // micro-op index out of range

@@ -73,7 +73,6 @@ module vta_dma_read #(
   logic        pad_then_data;
   // burst state
   logic [31:0] cur_addr;                 // next byte to request
-  logic [31:0] row_bytes_left;
   logic [15:0] elems_left;               // elements of the current row still to write
   logic        first_beat, last_taken;
   // assembly of wide elements / splitting of narrow ones
@@ -84,15 +83,30 @@ module vta_dma_read #(
   logic                 hold_valid;
   logic [BUS_LOG2:0]    slot, slots_per_beat;
 
-  // burst sizing for cur_addr / row_bytes_left
-  logic [31:0] to_boundary, burst_bytes, burst_end;
-  logic [31:0] beats;
-  always_comb begin
-    to_boundary = 32'(BURST_BYTES) - (cur_addr & 32'(BURST_BYTES - 1));
-    burst_bytes = row_bytes_left < to_boundary ? row_bytes_left : to_boundary;
-    burst_end   = cur_addr + burst_bytes;
-    beats       = ((burst_end + 32'(BUS_BYTES - 1)) >> BUS_LOG2) - (cur_addr >> BUS_LOG2);
-  end
+  // The current burst's geometry, registered when it starts (vta_burst): its last beat,
+  // the row's bytes after it and whether it ends the row.  Three candidates: a row's
+  // first burst at row_addr (after padding rows or at the start), at the row after the
+  // current one (row_addr + stride, when a data row ends), and the burst after the current one.
+  localparam int LB = $clog2(BURST_BYTES);
+  logic [7:0]   b_last;
+  logic [31:0]  b_rest;
+  logic         b_row_end;
+  logic [31:0]  row_bytes, stride_bytes;
+  logic [LB-1:0] step_offset;
+  logic [7:0]   here_last, step_last, cont_last;
+  logic [31:0]  here_rest, step_rest, cont_rest;
+  logic         here_end, step_end, cont_end;
+  assign row_bytes    = 32'(n_cols_data) << e_log2;
+  assign stride_bytes = 32'(stride) << e_log2;
+  assign step_offset  = row_addr[LB-1:0] + stride_bytes[LB-1:0];
+  /* verilator lint_off PINCONNECTEMPTY */
+  vta_burst here_burst (.offset(row_addr[LB-1:0]), .left(row_bytes), .bytes(), .last_beat(here_last),
+                        .rest(here_rest), .row_end(here_end));
+  vta_burst step_burst (.offset(step_offset), .left(row_bytes), .bytes(), .last_beat(step_last),
+                        .rest(step_rest), .row_end(step_end));
+  vta_burst cont_burst (.offset('0), .left(b_rest), .bytes(), .last_beat(cont_last), .rest(cont_rest),
+                        .row_end(cont_end));
+  /* verilator lint_on PINCONNECTEMPTY */
 
   assign busy     = state != S_IDLE;
   // a transfer of padding only (no data rows) never needs the port
@@ -101,7 +115,7 @@ module vta_dma_read #(
   assign done     = state == S_DONE;         // the last element is written at the end of this cycle
   assign ar_valid = state == S_AR;
   assign ar_addr  = {cur_addr[31:BUS_LOG2], {BUS_LOG2{1'b0}}};
-  assign ar_len   = 8'(beats - 32'd1);
+  assign ar_len   = b_last;
 
   // narrow elements: the beat is free again once its last wanted element leaves
   logic hold_empties;
@@ -119,8 +133,9 @@ module vta_dma_read #(
     else if (r_valid && r_ready && (r_resp == 2'b10 || r_resp == 2'b11)) bus_error <= 1'b1;  // SLVERR, DECERR
   end
 
-  // Begin row r (data rows fetch from `addr`): padding rows and left padding first.
-  task automatic begin_row(input logic [16:0] r, input logic [31:0] addr);
+  // Begin row r; a data row fetches from row_addr, or from the row after it (`step`:
+  // row_addr + stride, which end_data_row moves row_addr to in the same cycle).
+  task automatic begin_row(input logic [16:0] r, input logic step);
     row <= r;
     if (r == n_rows) begin
       state <= S_DONE;
@@ -129,8 +144,10 @@ module vta_dma_read #(
       pad_then_data <= 1'b0;
       state <= S_PAD;
     end else begin
-      cur_addr <= addr;
-      row_bytes_left <= 32'(n_cols_data) << e_log2;
+      cur_addr <= step ? row_addr + stride_bytes : row_addr;
+      b_last <= step ? step_last : here_last;
+      b_rest <= step ? step_rest : here_rest;
+      b_row_end <= step ? step_end : here_end;
       elems_left <= n_cols_data;
       first_beat <= 1'b1;
       beat_idx <= '0;
@@ -146,15 +163,24 @@ module vta_dma_read #(
 
   // The data of the current row is in: its right padding, or the next row.
   task automatic end_data_row();
-    row_addr <= row_addr + (32'(stride) << e_log2);
+    row_addr <= row_addr + stride_bytes;
     hold_valid <= 1'b0;
     if (xp1 != 0) begin
       pad_left <= 17'(xp1);
       pad_then_data <= 1'b0;
       state <= S_PAD;
     end else begin
-      begin_row(row + 1'b1, row_addr + (32'(stride) << e_log2));
+      begin_row(row + 1'b1, 1'b1);
     end
+  endtask
+
+  // The current burst is over: the row's next burst starts at the next boundary.
+  task automatic next_burst();
+    cur_addr <= {cur_addr[31:LB] + 1'b1, {LB{1'b0}}};
+    b_last <= cont_last;
+    b_rest <= cont_rest;
+    b_row_end <= cont_end;
+    state <= S_AR;
   endtask
 
   always_ff @(posedge clk) begin
@@ -181,7 +207,7 @@ module vta_dma_read #(
           slots_per_beat <= (BUS_LOG2+1)'(1) << (32'(BUS_LOG2) - 32'(elem_log2));
           state <= S_GRANT;
         end
-        S_GRANT: if (gnt || pad_only) begin_row('0, row_addr);
+        S_GRANT: if (gnt || pad_only) begin_row('0, 1'b0);
         S_PAD: begin  // one zero element per cycle
           wr_en <= 1'b1;
           wr_addr <= sram_ptr;
@@ -190,7 +216,7 @@ module vta_dma_read #(
           pad_left <= pad_left - 1'b1;
           if (pad_left == 17'd1) begin
             if (pad_then_data) state <= S_AR;
-            else begin_row(row + 1'b1, row_addr);
+            else begin_row(row + 1'b1, 1'b0);
           end
         end
         S_AR: if (ar_ready) state <= S_R;
@@ -209,10 +235,8 @@ module vta_dma_read #(
                 beat_idx <= beat_idx + 1'b1;
               end
               if (r_last) begin
-                cur_addr <= burst_end;
-                row_bytes_left <= row_bytes_left - burst_bytes;
-                if (row_bytes_left == burst_bytes) end_data_row();
-                else state <= S_AR;
+                if (b_row_end) end_data_row();
+                else next_burst();
               end
             end
           end else begin
@@ -230,18 +254,14 @@ module vta_dma_read #(
               hold_valid <= 1'b1;
               slot <= first_beat ? (BUS_LOG2+1)'((cur_addr & 32'(BUS_BYTES - 1)) >> e_log2) : '0;
               first_beat <= 1'b0;
-              if (r_last) begin
-                last_taken <= 1'b1;
-                cur_addr <= burst_end;
-                row_bytes_left <= row_bytes_left - burst_bytes;
-              end
+              if (r_last) last_taken <= 1'b1;
             end
             // the burst is over once its last beat was taken and has emptied
             if (last_taken && (!hold_valid || hold_empties)) begin
               last_taken <= 1'b0;
               first_beat <= 1'b1;
-              if (row_bytes_left == 0) end_data_row();
-              else state <= S_AR;
+              if (b_row_end) end_data_row();
+              else next_burst();
             end
           end
         end

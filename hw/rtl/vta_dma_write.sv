@@ -58,29 +58,46 @@ module vta_dma_write #(
   typedef enum logic [2:0] {S_IDLE, S_GRANT, S_AW, S_W, S_B, S_DONE} state_t;
   state_t state;
 
+  localparam int LB = $clog2(BURST_BYTES);
   logic [15:0] rows_left, n_cols, stride;
-  logic [31:0] row_addr, cur_addr, row_bytes_left;
+  logic [31:0] row_addr;
+  // cur_addr's bits below a beat only place the narrow gather's first element; wide
+  // elements start on a beat
+  /* verilator lint_off UNUSEDSIGNAL */
+  logic [31:0] cur_addr;
+  /* verilator lint_on UNUSEDSIGNAL */
   logic [SRAM_AW-1:0] next_rd;          // entry the read port fetches next
   logic [7:0]  w_sent;                   // beats of the current burst sent
   logic        fetch;                    // consume the element in rd_data this cycle
   logic        w_fire;
 
-  logic [31:0] to_boundary, burst_bytes, burst_end, beats;
-  always_comb begin
-    to_boundary = 32'(BURST_BYTES) - (cur_addr & 32'(BURST_BYTES - 1));
-    burst_bytes = row_bytes_left < to_boundary ? row_bytes_left : to_boundary;
-    burst_end   = cur_addr + burst_bytes;
-    beats       = ((burst_end + 32'(BUS_BYTES - 1)) >> BUS_LOG2) - (cur_addr >> BUS_LOG2);
-  end
+  // The current burst's geometry, registered when it starts (vta_burst): its bytes, last
+  // beat, the row's bytes after it and whether it ends the row.
+  // (b_bytes only sizes the narrow gather; wide elements leave it unread)
+  /* verilator lint_off UNUSEDSIGNAL */
+  logic [LB:0]  b_bytes;
+  /* verilator lint_on UNUSEDSIGNAL */
+  logic [7:0]   b_last;
+  logic [31:0]  b_rest;
+  logic         b_row_end;
+  // the geometry of a row's first burst (at row_addr) and of the burst after the current one
+  logic [LB:0]  row_bytes, cont_bytes;
+  logic [7:0]   row_last, cont_last;
+  logic [31:0]  row_rest, cont_rest;
+  logic         row_row_end, cont_row_end;
+  vta_burst row_burst (.offset(row_addr[LB-1:0]), .left(32'(n_cols) << E_LOG2), .bytes(row_bytes),
+                       .last_beat(row_last), .rest(row_rest), .row_end(row_row_end));
+  vta_burst cont_burst (.offset('0), .left(b_rest), .bytes(cont_bytes), .last_beat(cont_last),
+                        .rest(cont_rest), .row_end(cont_row_end));
 
   assign busy     = state != S_IDLE;
   assign req      = state != S_IDLE && state != S_DONE;
   assign done     = state == S_DONE;
   assign aw_valid = state == S_AW;
   assign aw_addr  = {cur_addr[31:BUS_LOG2], {BUS_LOG2{1'b0}}};
-  assign aw_len   = 8'(beats - 32'd1);
+  assign aw_len   = b_last;
   assign b_ready  = state == S_B;
-  assign w_last   = 32'(w_sent) == beats - 32'd1;
+  assign w_last   = w_sent == b_last;
   assign w_fire   = w_valid && w_ready;
   assign rd_en    = fetch;
   assign rd_addr  = next_rd;
@@ -89,7 +106,7 @@ module vta_dma_write #(
     // Each element is BEATS_PER_ELEM beats, sent straight from the read register; the
     // beats may go out with the address.
     logic [PIW-1:0] part;
-    assign w_valid = (state == S_AW || state == S_W) && 32'(w_sent) < beats;
+    assign w_valid = (state == S_AW || state == S_W) && w_sent <= b_last;
     assign w_data  = rd_data[32'(part) * BUS_BITS +: BUS_BITS];
     assign w_strb  = '1;
     assign fetch   = (state == S_GRANT && gnt) || (w_fire && 32'(part) == BEATS_PER_ELEM - 1);
@@ -105,7 +122,7 @@ module vta_dma_write #(
     logic [SW-1:0]        slot;
     logic                 out_valid, started;
     logic [15:0]          elems_left;      // of the current burst still to gather
-    logic [7:0]           gather_beats;    // beats of the burst still to gather
+    logic [8:0]           gather_beats;    // beats of the burst still to gather (up to 256)
     logic                 gathering, beat_full;
     assign gathering = (state == S_AW || state == S_W) && started && gather_beats != 0;
     assign beat_full = gathering && (32'(slot) == SLOTS - 1 || elems_left == 16'd1);
@@ -123,8 +140,8 @@ module vta_dma_write #(
           started <= 1'b1;
           slot <= SW'((cur_addr & 32'(BUS_BYTES - 1)) >> E_LOG2);
           gather_strb <= '0;
-          gather_beats <= 8'(beats);
-          elems_left <= 16'(burst_bytes >> E_LOG2);
+          gather_beats <= 9'(b_last) + 1'b1;
+          elems_left <= 16'(b_bytes >> E_LOG2);
         end else if (gathering) begin
           gather_data[32'(slot) * ELEM_BYTES * 8 +: ELEM_BYTES * 8] <= rd_data;
           gather_strb[32'(slot) * ELEM_BYTES +: ELEM_BYTES] <= '1;
@@ -150,13 +167,13 @@ module vta_dma_write #(
   end
 
   // Next row (or done): one burst per row unless it crosses a boundary.
-  task automatic begin_row(input logic [15:0] left, input logic [31:0] addr);
+  task automatic begin_row(input logic [15:0] left);
     if (left == 0) begin
       state <= S_DONE;
     end else begin
-      cur_addr <= addr;
-      row_bytes_left <= 32'(n_cols) << E_LOG2;
-      row_addr <= addr + (32'(stride) << E_LOG2);
+      cur_addr <= row_addr;
+      b_bytes <= row_bytes; b_last <= row_last; b_rest <= row_rest; b_row_end <= row_row_end;
+      row_addr <= row_addr + (32'(stride) << E_LOG2);
       rows_left <= left - 1'b1;
       w_sent <= '0;
       state <= S_AW;
@@ -178,15 +195,15 @@ module vta_dma_write #(
           next_rd <= sram_base;
           state <= (y_size == 0 || x_size == 0) ? S_DONE : S_GRANT;
         end
-        S_GRANT: if (gnt) begin_row(rows_left, row_addr);
+        S_GRANT: if (gnt) begin_row(rows_left);
         S_AW: if (aw_ready) state <= (w_fire && w_last) ? S_B : S_W;
         S_W: if (w_fire && w_last) state <= S_B;
         S_B: if (b_valid) begin
-          if (row_bytes_left == burst_bytes) begin
-            begin_row(rows_left, row_addr);
-          end else begin
-            cur_addr <= burst_end;
-            row_bytes_left <= row_bytes_left - burst_bytes;
+          if (b_row_end) begin
+            begin_row(rows_left);
+          end else begin  // the row goes on from the next boundary
+            cur_addr <= {cur_addr[31:LB] + 1'b1, {LB{1'b0}}};
+            b_bytes <= cont_bytes; b_last <= cont_last; b_rest <= cont_rest; b_row_end <= cont_row_end;
             w_sent <= '0;
             state <= S_AW;
           end

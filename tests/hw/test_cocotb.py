@@ -20,7 +20,10 @@ TB_DIR = Path(__file__).parent
 def _run(cfg: HwConfig, toplevel: str, module: str, parameters: dict, testcase: str | None = None,
          env: dict | None = None) -> None:
     files = {"vta_pkg.sv": package_text(cfg)}
-    for name in {"vta_gemm_core": ["vta_dot_pair.sv", "vta_gemm_core.sv"]}.get(toplevel, [f"{toplevel}.sv"]):
+    with_parts = {"vta_gemm_core": ["vta_dot_pair.sv", "vta_gemm_core.sv"],
+                  "vta_dma_read": ["vta_burst.sv", "vta_dma_read.sv"],
+                  "vta_dma_write": ["vta_burst.sv", "vta_dma_write.sv"]}
+    for name in with_parts.get(toplevel, [f"{toplevel}.sv"]):
         files[name] = (RTL_DIR / name).read_text()
     # The generated Makefile names this venv's cocotb files: a build from another checkout is not reusable.
     where = str(Path(cocotb.__file__).resolve())

@@ -253,6 +253,33 @@ def test_unsupported_bus_width_is_refused():
         build(PYNQ.replace(bus_bytes=32, mem_burst_beats=64))
 
 
+def test_pipeline_drains_shorter_than_the_rtls_are_refused():
+    with pytest.raises(RtlError, match="gemm_pipeline=3"):
+        build(PYNQ.replace(gemm_pipeline=3))
+    with pytest.raises(RtlError, match="alu_pipeline=1"):
+        build(PYNQ.replace(alu_pipeline=1))
+
+
+def test_longer_pipeline_drains_are_honoured():
+    """HwConfig's drains are the one figure the cycle model and the RTL share: longer ones build,
+    and both models charge them (the RTL holds the instruction until then)."""
+    cfg = PYNQ.replace(gemm_pipeline=7, alu_pipeline=5)
+    one = [Uop(0, 0, 0)]
+    for insns, uops in (([Gemm(0, 1, iter_in=8, dst_factor_in=1), Gemm(0, 1), Finish()], one),
+                        ([Alu(AluOp.ADD, 0, 1, iter_in=4, use_imm=True, imm=1), Finish()], one),
+                        ([Alu(AluOp.MAX, 0, 1, iter_in=4, dst_factor_in=1), Finish()], [Uop(0, 8, 0)])):
+        img = _image(insns, cfg, uops)
+        base = _image(insns, PYNQ, uops)
+        cycle, _ = sim.run_image(img, model="cycle")
+        rtl, rdram = sim.run_image(img, model="rtl")
+        _, fdram = sim.run_image(img, model="functional")
+        assert (rdram == fdram).all()
+        assert abs(cycle.cycles - rtl.cycles) <= 2, (cycle.cycles, rtl.cycles)
+        # 7 - 4 and 5 - 2: three cycles more per GEMM or ALU instruction than the default drains
+        longer = 3 * sum(isinstance(i, (Gemm, Alu)) for i in insns)
+        assert rtl.cycles - sim.run_image(base, model="rtl")[0].cycles == longer
+
+
 def test_full_command_queue_does_not_hold_the_memory_port():
     """A LOAD.UOP waits for the port while the compute queue fills behind it: fetch must not
     keep the port for instructions it cannot deliver (that deadlocked an earlier design)."""
@@ -266,3 +293,46 @@ def test_full_command_queue_does_not_hold_the_memory_port():
     cycle, _ = sim.run_image(img, model="cycle")
     assert (dram == sim.run_image(img, model="functional")[1]).all()
     assert abs(stats.cycles - cycle.cycles) <= 0.05 * stats.cycles
+
+
+def _same_entry_chains(cfg: HwConfig, seed: int):
+    """Back-to-back micro-ops on one accumulator entry through the GEMM and ALU pipelines: each
+    must see the write of the one before (forwarding), of the one two before (the RAM's write-first
+    read) and of the last micro-op of the instruction before."""
+    rng = np.random.default_rng(seed)
+    b, bi, bo = cfg.batch, cfg.block_in, cfg.block_out
+    pb = ProgramBuilder(cfg)
+    inp = pb.place_elems(MemId.INP, rng.integers(-128, 128, (4, b, bi), dtype=np.int8))
+    wgt = pb.place_elems(MemId.WGT, rng.integers(-128, 128, (4, bo, bi), dtype=np.int8))
+    acc = pb.place_elems(MemId.ACC, rng.integers(-(1 << 20), 1 << 20, (4, b, bo), dtype=np.int32))
+    out = pb.reserve_elems(MemId.OUT, 4)
+    gemm = [Uop(0, k, k) for k in range(4)] + [Uop(d, 3 - k % 4, k % 4) for k, d in enumerate((0, 1, 0, 1, 1, 0))]
+    alu = [Uop(0, 0), Uop(1, 0), Uop(0, 1), Uop(2, 2), Uop(2, 0), Uop(0, 2)]
+    uops = pb.place_uops(gemm + alu)
+    g, a = len(gemm), len(gemm) + len(alu)
+    pb.emit(Load(MemId.INP, 0, inp, 1, 4, 4, push_next=True),
+            Load(MemId.WGT, 0, wgt, 1, 4, 4, push_next=True),
+            Load(MemId.UOP, 0, uops, 1, a, a), Load(MemId.ACC, 0, acc, 1, 4, 4),
+            Gemm(0, 4, iter_out=2, iter_in=3, pop_prev=True),                   # 24 x entry 0
+            Gemm(4, g, iter_in=2, pop_prev=True),                               # 0 1 0 1 1 0, twice
+            Alu(AluOp.ADD, g, g + 1, iter_in=5, use_imm=True, imm=-3),         # 5 x entry 0
+            Alu(AluOp.SHR, g, g + 1, iter_in=2, use_imm=True, imm=1),
+            Alu(AluOp.ADD, g + 1, g + 3, iter_in=3),                            # acc1 += acc0; acc0 += acc1
+            Alu(AluOp.MAX, g + 3, a, iter_out=2),                               # acc2 = max(acc2, acc2) ...
+            Gemm(4, g, push_next=True),
+            Store(MemId.OUT, 0, out, 1, 4, 4, pop_prev=True, push_prev=True),
+            Finish(pop_next=True))
+    return pb.build()
+
+
+@pytest.mark.parametrize("name", ["pynq", "1x8-bus16"])
+def test_back_to_back_micro_ops_on_one_entry(name):
+    img = _same_entry_chains(CONFIGS[name], 11)
+    expected = reference_image(img)
+    fstats, fdram = sim.run_image(img, model="functional")
+    rstats, rdram = sim.run_image(img, model="rtl")
+    assert (fdram == expected).all()
+    diff = np.flatnonzero(rdram != fdram)
+    assert diff.size == 0, f"RTL differs from the functional model first at byte {diff[0]:#x}"
+    cstats, _ = sim.run_image(img, model="cycle")
+    assert abs(cstats.cycles - rstats.cycles) <= 4, (cstats.cycles, rstats.cycles)
