@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
+from vtakit.errors import CompileError
 from typing import Callable
 
 from vtakit.compiler.graph.ops.accel import lower_add, lower_relu
@@ -34,12 +35,20 @@ def _convert_relu(imp, n, name: str, at: dict) -> None:
     imp.emit("Relu", name, list(n.input)[:1], list(n.output)[:1], {})
 
 
+def _clip_bound(value, name: str, which: str) -> float:
+    """A Clip bound: a scalar by the spec; exporters also write one-element tensors, read the same."""
+    v = np.asarray(value)
+    if v.size != 1:
+        raise CompileError(f"Clip {which} must be a scalar, got shape {v.shape}", node=name)
+    return float(v.reshape(-1)[0])
+
+
 def _convert_clip(imp, n, name: str, at: dict) -> None:
     lo, hi = at.get("min", -np.inf), at.get("max", np.inf)
     if imp.opset >= 11:  # bounds moved from attributes to optional inputs
         lo_c, hi_c = imp.const_input(n, name, 1, "Clip min"), imp.const_input(n, name, 2, "Clip max")
-        lo = float(lo_c) if lo_c is not None else -np.inf
-        hi = float(hi_c) if hi_c is not None else np.inf
+        lo = _clip_bound(lo_c, name, "min") if lo_c is not None else -np.inf
+        hi = _clip_bound(hi_c, name, "max") if hi_c is not None else np.inf
     imp.emit("Clip", name, list(n.input)[:1], list(n.output)[:1], dict(lo=float(lo), hi=float(hi)))
 
 

@@ -1,5 +1,7 @@
 """ONNX frontend: zoo models import with the right ops, bad models fail with one clear CompileError."""
 
+import warnings
+
 import numpy as np
 import onnx
 import pytest
@@ -122,3 +124,21 @@ def test_qlinear_conv_becomes_dequantize_conv_quantize():
     assert [n.op for n in g.nodes] == ["QuantizeLinear", "DequantizeLinear", "Conv", "QuantizeLinear",
                                        "DequantizeLinear"]
     onnx.checker.check_model(m)
+
+
+def test_clip_bounds_as_one_element_tensors_read_as_scalars():
+    """Exporters write Clip's min/max as shape-(1,) tensors too: read the same, no numpy deprecation;
+    a bound with more elements is one error naming the node."""
+    for shape, ok in (((1,), True), ((2,), False)):
+        lo = numpy_helper.from_array(np.zeros(shape, np.float32), "lo")
+        hi = numpy_helper.from_array(np.full(shape, 6.0, np.float32), "hi")
+        m = _model([helper.make_node("Clip", ["x", "lo", "hi"], ["y"], name="clipA")], [_vi("x", [1, 4])],
+                   [_vi("y", [1, 4])], [lo, hi])
+        if ok:
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", DeprecationWarning)
+                assert import_onnx(m).nodes[0].attrs == dict(lo=0.0, hi=6.0)
+        else:
+            with pytest.raises(CompileError, match=r"clipA.*Clip min must be a scalar|Clip min must be a scalar.*clipA"):
+                import_onnx(m)
