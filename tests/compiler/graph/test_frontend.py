@@ -135,7 +135,6 @@ def test_clip_bounds_as_one_element_tensors_read_as_scalars():
         m = _model([helper.make_node("Clip", ["x", "lo", "hi"], ["y"], name="clipA")], [_vi("x", [1, 4])],
                    [_vi("y", [1, 4])], [lo, hi])
         if ok:
-
             with warnings.catch_warnings():
                 warnings.simplefilter("error", DeprecationWarning)
                 assert import_onnx(m).nodes[0].attrs == dict(lo=0.0, hi=6.0)
