@@ -1,0 +1,134 @@
+"""Quantized models in (compiler/graph/qdq.py): ONNX Runtime QDQ models keep their scales."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from tests.support.qdq_models import ort_qdq, ort_run, power_of_two
+from vtakit.compiler.graph.build import compile_module, optimize
+from vtakit.compiler.graph.calibration import calibrate
+from vtakit.compiler.graph.onnx_frontend import import_onnx
+from vtakit.compiler.graph.execute import run_graph
+from vtakit.compiler.graph.qdq import scale_exponent
+from vtakit.compiler.zoo import digits_cnn, digits_data
+from vtakit.errors import CompileError
+
+pytest.importorskip("onnxruntime.quantization")
+pytest.importorskip("sklearn")
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    """The trained digits CNN, its ORT QDQ models (per-tensor; per-channel; per-channel moved to
+    powers of two; uint8 asymmetric) and data."""
+    xtr, _, xte, _ = digits_data()
+    cal = [{"data": xtr[i: i + 1]} for i in range(16)]
+    fm, tmp = digits_cnn(batch=1), tmp_path_factory.mktemp("qdq")
+    pc = ort_qdq(fm, tmp / "pc.onnx", cal, per_channel=True)
+    return dict(cal=[c["data"] for c in cal], x=xte[:6], pc=pc, pow2=power_of_two(pc),
+                pt=ort_qdq(fm, tmp / "pt.onnx", cal, per_channel=False),
+                u8=ort_qdq(fm, tmp / "u8.onnx", cal, per_channel=False, uint8=True))
+
+
+def _inits(m: onnx.ModelProto) -> dict[str, np.ndarray]:
+    return {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+
+
+def test_scale_exponent_exact_and_coarser():
+    assert scale_exponent(2.0 ** -7, "n", "QuantizeLinear").exp == 7
+    assert scale_exponent(2.0 ** -7, "n", "QuantizeLinear").exact
+    e = scale_exponent(0.0069, "n", "QuantizeLinear")  # between 2**-8 and 2**-7: the coarser, never clips
+    assert e.exp == 7 and 1.0 < e.ratio < 2.0 and math.isclose(e.ratio, 2.0 ** -7 / 0.0069)
+    with pytest.raises(CompileError, match="node 'q'.*not a finite positive"):
+        scale_exponent(0.0, "q", "QuantizeLinear")
+
+
+def test_power_of_two_model_keeps_its_int8_values(digits):
+    """Every scale a power of two: the compiled exponents are the model's, the int8 weights are the
+    model's own bit for bit, activations match onnxruntime's int8 tensors to 1 LSB (rounding ties)."""
+    m = digits["pow2"]
+    mod = compile_module(m, "pynq", calibrate=digits["cal"])
+    inits, g = _inits(m), mod.graph
+    note = mod.notes["calibration"]["qdq"]
+    assert note["exact"] and note["weights"] == ["conv1", "conv2", "conv3", "fc"] and note["notes"] == []
+    for t in ("data", "relu1", "relu3"):
+        assert g.tensors[f"{t}.q"].exp == -math.log2(float(inits[f"{t}_scale"]))
+    conv1 = next(n for n in g.nodes if n.name == "conv1")
+    assert np.array_equal(g.consts[conv1.inputs[1]], inits["conv1.weight_quantized"])
+    assert conv1.attrs["weight_exp"] == tuple(int(-math.log2(s)) for s in inits["conv1.weight_scale"]) \
+        or conv1.attrs["weight_exp"] == int(-math.log2(inits["conv1.weight_scale"][0]))
+    seen: dict[str, np.ndarray] = {}
+    x = digits["x"][:1]
+    run_graph(g, {"data": x}, observer=seen.__setitem__)
+    probe = onnx.ModelProto()
+    probe.CopyFrom(m)
+    probe.graph.output.append(onnx.helper.make_value_info("relu1_QuantizeLinear_Output", onnx.TypeProto()))
+    import onnxruntime as ort
+
+    plain = ort.SessionOptions()  # the QDQ graph as written: ORT's fusions change its rounding
+    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(probe.SerializeToString(), plain, providers=["CPUExecutionProvider"])
+    ref = sess.run(["relu1_QuantizeLinear_Output"], {"data": x})[0].astype(np.int32)
+    diff = np.abs(seen["relu1.q"].astype(np.int32) - ref)
+    assert diff.max() <= 1 and np.mean(diff) < 0.01
+    logits = mod.run(x, device="sim")["logits"]
+    assert np.array_equal(logits, mod.run(x, device="cpu")["logits"])
+    assert logits.argmax() == ort_run(m, x).argmax()
+
+
+def test_per_channel_scales_map_to_channel_shifts_with_notes(digits):
+    mod = compile_module(digits["pc"], "pynq", calibrate=digits["cal"])
+    inits, g = _inits(digits["pc"]), mod.graph
+    conv1 = next(n for n in g.nodes if n.name == "conv1")
+    want = [math.floor(-math.log2(float(s))) for s in inits["conv1.weight_scale"]]
+    assert list(conv1.attrs["weight_exp"]) == want  # the coarser power of two of every channel's scale
+    assert g.tensors["relu1.q"].exp == math.floor(-math.log2(float(inits["relu1_scale"])))
+    note = mod.notes["calibration"]["qdq"]
+    assert not note["exact"] and any("relu1: scale is not a power of two" in s for s in note["notes"])
+    assert any(s.startswith("conv1.weight_DequantizeLinear:") for s in note["notes"])
+    for x in digits["x"][:3]:
+        a = mod.run(x[None], device="fsim")["logits"]
+        assert np.array_equal(a, mod.run(x[None], device="cpu")["logits"])
+        assert a.argmax() == ort_run(digits["pc"], x[None]).argmax()
+
+
+def test_per_tensor_model_keeps_one_exponent_per_weight(digits):
+    mod = compile_module(digits["pt"], "pynq", calibrate=digits["cal"])
+    inits = _inits(digits["pt"])
+    conv2 = next(n for n in mod.graph.nodes if n.name == "conv2")
+    assert conv2.attrs["weight_exp"] == math.floor(-math.log2(float(inits["conv2.weight_scale"])))
+
+
+def test_asymmetric_uint8_activations_fall_back_to_calibration(digits):
+    """ORT's default uint8 activations (zero point != 0): calibrated instead, each named in a note."""
+    mod = compile_module(digits["u8"], "pynq", calibrate=digits["cal"])
+    note = mod.notes["calibration"]["qdq"]
+    assert note["activations"] == 0
+    assert any(s.startswith("relu1: relu1_QuantizeLinear quantizes to uint8 with zero point") for s in note["notes"])
+    x = digits["x"][:1]
+    assert mod.run(x, device="cpu")["logits"].argmax() == ort_run(digits["u8"], x).argmax()
+
+
+def test_tensor_without_a_scale_is_still_calibrated(digits):
+    """Drop the pairs on conv1 and relu1: relu1's exponent comes from calibration, the others' from the model."""
+    m = onnx.ModelProto()
+    m.CopyFrom(digits["pow2"])
+    dropped = {"conv1_DequantizeLinear_Output": "conv1", "relu1_DequantizeLinear_Output": "relu1"}
+    keep = [n for n in m.graph.node if n.name not in
+            ("conv1_QuantizeLinear", "conv1_DequantizeLinear", "relu1_QuantizeLinear", "relu1_DequantizeLinear")]
+    for n in keep:
+        for i, name in enumerate(n.input):
+            n.input[i] = dropped.get(name, name)
+    del m.graph.node[:]
+    m.graph.node.extend(keep)
+    mod = compile_module(m, "pynq", calibrate=digits["cal"])
+    assert mod.notes["calibration"]["qdq"]["activations"] == 8
+    g = optimize(import_onnx(m))
+    cal = calibrate(g, [{"data": c} for c in digits["cal"]])
+    assert "relu1" not in cal.fixed and mod.graph.tensors["relu1.q"].exp == cal.exponent("relu1")
+    assert mod.graph.tensors["relu3.q"].exp == -math.log2(float(_inits(m)["relu3_scale"]))
