@@ -132,3 +132,15 @@ def test_tensor_without_a_scale_is_still_calibrated(digits):
     cal = calibrate(g, [{"data": c} for c in digits["cal"]])
     assert "relu1" not in cal.fixed and mod.graph.tensors["relu1.q"].exp == cal.exponent("relu1")
     assert mod.graph.tensors["relu3.q"].exp == -math.log2(float(_inits(m)["relu3_scale"]))
+
+
+def test_cli_compile_prints_the_inexact_scales(digits, tmp_path, capsys):
+    from vtakit.cli import main
+
+    onnx.save(digits["pt"], tmp_path / "pt.onnx")
+    np.save(tmp_path / "cal.npy", np.stack(digits["cal"][:4]))
+    assert main(["compile", str(tmp_path / "pt.onnx"), "--config", "pynq", "--calibrate", str(tmp_path / "cal.npy"),
+                 "-o", str(tmp_path / "pt.vtamod")]) == 0
+    out = capsys.readouterr().out
+    assert "model scales kept: 10 activation tensors, weights of 4 nodes (some moved to a power of two)" in out
+    assert "relu1: scale is not a power of two; the step is" in out
