@@ -144,3 +144,33 @@ def test_cli_compile_prints_the_inexact_scales(digits, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "model scales kept: 10 activation tensors, weights of 4 nodes (some moved to a power of two)" in out
     assert "relu1: scale is not a power of two; the step is" in out
+
+
+def test_qlinear_conv_keeps_its_power_of_two_scales():
+    """QLinearConv (imported as DequantizeLinear -> Conv -> QuantizeLinear): its int8 weights and
+    input scale are used as they are; the result is within half an output step of onnxruntime's."""
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(3)
+    wq = rng.integers(-100, 100, (16, 16, 3, 3)).astype(np.int8)
+    inits = [numpy_helper.from_array(np.array(2.0 ** -4, np.float32), "xs"),
+             numpy_helper.from_array(np.array(0, np.int8), "xzp"), numpy_helper.from_array(wq, "wq"),
+             numpy_helper.from_array(np.array(2.0 ** -9, np.float32), "ws"),
+             numpy_helper.from_array(np.array(0, np.int8), "wzp"),
+             numpy_helper.from_array(np.array(2.0 ** -3, np.float32), "ys"),
+             numpy_helper.from_array(np.array(0, np.int8), "yzp")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xzp"], ["xq"]),
+             helper.make_node("QLinearConv", ["xq", "xs", "xzp", "wq", "ws", "wzp", "ys", "yzp"], ["yq"],
+                              pads=[1, 1, 1, 1], name="qconv"),
+             helper.make_node("DequantizeLinear", ["yq", "ys", "yzp"], ["y"])]
+    graph = helper.make_graph(nodes, "qlinear", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 8, 8])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    x = rng.standard_normal((1, 16, 8, 8)).astype(np.float32)
+    mod = compile_module(model, "pynq", calibrate=[x])
+    conv = next(n for n in mod.graph.nodes if n.op == "QConv")
+    assert np.array_equal(mod.graph.consts[conv.inputs[1]], wq) and conv.attrs["weight_exp"] == 9
+    assert mod.graph.tensors["x.q"].exp == 4 and mod.notes["calibration"]["qdq"]["exact"]
+    got = mod.run(x, device="sim")["y"]
+    assert np.array_equal(got, mod.run(x, device="cpu")["y"])
+    assert np.abs(got - ort_run(model, x)).max() <= 2.0 ** -3 / 2 + 1e-6
