@@ -80,10 +80,13 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
     cal: Calibration = run_calibration(g, samples, calibration)
     cal.synthetic = synthetic
     scales: QdqScales = g.notes.get("qdq", QdqScales())
+    if scales and equalize != "off":  # equalization rescales activations: the model's scales no longer hold
+        scales = QdqScales(notes=[*scales.notes, f"equalize {equalize}: the model's scales are not used"])
     cal.fixed.update(scales.act)  # the model's activation scales replace calibration for their tensors
     notes: dict[str, Any] = dict(samples=len(samples), synthetic=synthetic, method=calibration, equalize=equalize,
                                  bias_correction=bias_correction)
     marked, cache = keep_nodes_float(g, keep_float, uncorrected), {}
+    qdq_nodes = qdq.seed_weight_cache(marked, scales, cache, [n for n in marked.nodes if int8_rule(n.op) == "weights"])
     if calibration == "search":
         notes["search"] = asdict(search_exponents(marked, cal, samples, want, progress, cache))
     if keep_float_until is not None:
@@ -91,7 +94,6 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
                                     weight_cache=cache, uncorrected=uncorrected)
         notes["keep_float_auto"] = asdict(auto)
         marked = keep_nodes_float(marked, auto.kept, uncorrected)
-    qdq_nodes = qdq.seed_weight_cache(marked, scales, cache, [n for n in marked.nodes if int8_rule(n.op) == "weights"])
     q = quantize(marked, cal, cache)
     q.notes.pop("qdq", None)
     if scales or scales.notes:

@@ -174,3 +174,10 @@ def test_qlinear_conv_keeps_its_power_of_two_scales():
     got = mod.run(x, device="sim")["y"]
     assert np.array_equal(got, mod.run(x, device="cpu")["y"])
     assert np.abs(got - ort_run(model, x)).max() <= 2.0 ** -3 / 2 + 1e-6
+
+
+def test_equalization_drops_the_model_scales_with_a_note(digits):
+    mod = compile_module(digits["pow2"], "pynq", calibrate=digits["cal"], equalize="exact")
+    note = mod.notes["calibration"]["qdq"]
+    assert note["activations"] == 0 and note["weights"] == []
+    assert "equalize exact: the model's scales are not used" in note["notes"]
