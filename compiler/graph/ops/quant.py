@@ -54,13 +54,13 @@ def fold_dequantize(imp, n, name: str) -> bool:
     """A DequantizeLinear of constants (a QDQ model's weights and biases) folds at import in numpy,
     per axis too, and records its scales for `qdq` (False: blocked quantization, left to onnx)."""
     at = {a.name: a for a in n.attribute}
-    if "block_size" in at and at["block_size"].i:
+    if ("block_size" in at and at["block_size"].i) or "output_dtype" in at:
         return False
     ins = list(n.input)
     q = imp.graph.consts[ins[0]]
-    scale = np.asarray(imp.graph.consts[ins[1]], np.float32)
+    scale = imp.graph.consts[ins[1]]
     zp = imp.graph.consts[ins[2]] if len(ins) > 2 and ins[2] else np.zeros((), q.dtype)
-    if q.dtype.kind not in "iu":
+    if q.dtype.kind not in "iu" or q.dtype.itemsize > 4 or scale.dtype != np.float32:  # others: onnx.reference
         return False
     axis = at["axis"].i if "axis" in at else 1
     axis = axis % max(q.ndim, 1)

@@ -181,3 +181,27 @@ def test_equalization_drops_the_model_scales_with_a_note(digits):
     note = mod.notes["calibration"]["qdq"]
     assert note["activations"] == 0 and note["weights"] == []
     assert "equalize exact: the model's scales are not used" in note["notes"]
+
+
+def test_constant_dequantize_folds_as_onnx_defines_it():
+    """The import folds a per-axis DequantizeLinear of constants in numpy (opset 13 has no onnx.reference
+    evaluator): the same float32 values as onnx.reference at opset 19, and the scales recorded."""
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    from vtakit.compiler.graph.qdq import NOTE_KEY
+
+    rng = np.random.default_rng(1)
+    q = rng.integers(-127, 128, (4, 3)).astype(np.int8)
+    inits = [numpy_helper.from_array(q, "q"), numpy_helper.from_array(rng.random(4).astype(np.float32), "s"),
+             numpy_helper.from_array(np.zeros(4, np.int8), "zp")]
+    dq = helper.make_node("DequantizeLinear", ["q", "s", "zp"], ["w"], axis=0, name="dq")
+    add = helper.make_node("Add", ["x", "w"], ["y"])
+    graph = helper.make_graph([dq, add], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3])], inits)
+    g13 = import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    want = ReferenceEvaluator(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])).run(
+        None, {"x": np.zeros((4, 3), np.float32)})[0]
+    assert np.array_equal(g13.consts["w"], want)
+    rec = g13.notes[NOTE_KEY]["w"]
+    assert rec["node"] == "dq" and rec["axis"] == 0 and rec["scale"].shape == (4,)
