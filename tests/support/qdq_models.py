@@ -75,10 +75,14 @@ def power_of_two(model: onnx.ModelProto) -> onnx.ModelProto:
     return m
 
 
-def ort_run(model: onnx.ModelProto | str, x: np.ndarray) -> np.ndarray:
-    """The model's first output on onnxruntime's CPU provider."""
+def ort_run(model: onnx.ModelProto | str, x: np.ndarray, *, as_written: bool = False) -> np.ndarray:
+    """The model's first output on onnxruntime's CPU provider; `as_written`: without graph optimizations
+    (ORT's fused int8 kernels round differently from the QDQ graph's own semantics)."""
     import onnxruntime as ort
 
     src = model if isinstance(model, str) else model.SerializeToString()
-    sess = ort.InferenceSession(src, providers=["CPUExecutionProvider"])
+    opts = ort.SessionOptions()
+    if as_written:
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(src, opts, providers=["CPUExecutionProvider"])
     return sess.run(None, {sess.get_inputs()[0].name: x})[0]
