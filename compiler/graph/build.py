@@ -32,6 +32,9 @@ from vtakit.compiler.graph.exponent_search import keep_float_until as keep_float
 from vtakit.compiler.graph.quantize import (Calibration, keep_nodes_float, quantize, strip_fake_quant,
                                             weight_roundtrip)
 from vtakit.compiler.graph.simplify import simplify
+from vtakit.compiler.graph import qdq
+from vtakit.compiler.graph.qdq import QdqScales, read_scales
+from vtakit.compiler.graph.ops import int8_rule
 from vtakit.isa.config import DEFAULT_PRESET, HwConfig
 from vtakit.isa.fields import INSN_BYTES
 
@@ -43,10 +46,16 @@ BIAS_CORRECTION = True  # wins on EfficientNet-Lite0: see the README's accuracy 
 
 
 def optimize(graph: Graph, *, keep_fake_quant: bool = False) -> Graph:
-    """The float graph passes shared by both targets."""
+    """The float graph passes shared by both targets.  Stripping a QDQ model's fake quantization keeps
+    its scales in notes["qdq"] (`qdq.read_scales`), for `float_and_int8`."""
+    graph = graph.copy()
+    scales = read_scales(graph)
+    graph.notes.pop(qdq.NOTE_KEY, None)
     g = simplify(graph)
     if not keep_fake_quant:
         g = strip_fake_quant(g)
+        if scales or scales.notes:
+            g.notes["qdq"] = scales
     g = fuse_activations(fold_into_conv(canonicalize_dense(fold_pads(g))))
     return simplify(g)
 
@@ -66,12 +75,18 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
     t1 = time.perf_counter()
     want = float_outputs(g, samples) if calibration == "search" or keep_float_until is not None else []
     uncorrected = prepare_for_int8(g, samples, equalize=equalize, bias_correction=False)
-    g = prepare_for_int8(uncorrected, samples, equalize="off", bias_correction=bias_correction)
+    roundtrip = qdq.weight_roundtrip(g.notes.get("qdq", QdqScales()), weight_roundtrip)
+    g = prepare_for_int8(uncorrected, samples, equalize="off", bias_correction=bias_correction, roundtrip=roundtrip)
     cal: Calibration = run_calibration(g, samples, calibration)
     cal.synthetic = synthetic
+    scales: QdqScales = g.notes.get("qdq", QdqScales())
+    if scales and equalize != "off":  # equalization rescales activations: the model's scales no longer hold
+        scales = QdqScales(notes=[*scales.notes, f"equalize {equalize}: the model's scales are not used"])
+    cal.fixed.update(scales.act)  # the model's activation scales replace calibration for their tensors
     notes: dict[str, Any] = dict(samples=len(samples), synthetic=synthetic, method=calibration, equalize=equalize,
                                  bias_correction=bias_correction)
     marked, cache = keep_nodes_float(g, keep_float, uncorrected), {}
+    qdq_nodes = qdq.seed_weight_cache(marked, scales, cache, [n for n in marked.nodes if int8_rule(n.op) == "weights"])
     if calibration == "search":
         notes["search"] = asdict(search_exponents(marked, cal, samples, want, progress, cache))
     if keep_float_until is not None:
@@ -80,17 +95,21 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
         notes["keep_float_auto"] = asdict(auto)
         marked = keep_nodes_float(marked, auto.kept, uncorrected)
     q = quantize(marked, cal, cache)
+    q.notes.pop("qdq", None)
+    if scales or scales.notes:
+        notes["qdq"] = qdq.compile_notes(scales, q, qdq_nodes)
     notes["seconds"] = time.perf_counter() - t1
     return g, q, notes
 
 
 def prepare_for_int8(g: Graph, samples: list[dict[str, np.ndarray]], *, equalize: str = EQUALIZE,
-                     bias_correction: bool = BIAS_CORRECTION) -> Graph:
-    """The float graph the int8 one is quantized from: channel ranges equalized, biases corrected."""
+                     bias_correction: bool = BIAS_CORRECTION, roundtrip=weight_roundtrip) -> Graph:
+    """The float graph the int8 one is quantized from: channel ranges equalized, biases corrected
+    (`roundtrip`: the weights' int8 value, a QDQ model's at its own scales)."""
     if check_mode(equalize) != "off":
         g = equalize_ranges(g, clip_as_relu=equalize == "clip-as-relu")
     if bias_correction:
-        g = correct_bias(g, samples, weight_roundtrip)
+        g = correct_bias(g, samples, roundtrip)
     return g
 
 

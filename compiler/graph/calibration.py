@@ -124,6 +124,8 @@ class MethodCalibration(Calibration):
         return candidate_exponents(self.amax[name])
 
     def exponent(self, name: str) -> int:
+        if name in self.fixed:  # a QDQ model's own scale (qdq.py)
+            return self.fixed[name]
         e = self.local_exponent(name) + self.offsets.get(name, 0)
         return min(max(e, EXP_RANGE[0]), EXP_RANGE[1])
 

@@ -26,6 +26,7 @@ from vtakit.compiler.graph.ops import IMPORTS, ONNX_PRECISION, OPS, Precision, o
 from vtakit.compiler.graph.ops.reference import (NONDETERMINISTIC, attrs_to_ir, convert_generic, evaluate,
                                                  implemented)
 from vtakit.compiler.graph.shapes import infer
+from vtakit.compiler.graph.ops.quant import fold_dequantize
 
 
 def _onnx_opset_max() -> int:
@@ -292,6 +293,8 @@ class _Importer:
         if op == "ConstantOfShape" or sum(g.consts[i].size for i in ins if i) > FOLD_LIMIT:
             if op != "ConstantOfShape" or int(np.prod(g.consts[ins[0]], dtype=np.int64)) > FOLD_LIMIT:
                 return False
+        if op == "DequantizeLinear" and fold_dequantize(self, n, name):  # keeps the scales (qdq.py)
+            return True
         try:
             values = evaluate(op, attrs_to_ir(n), self.opset, [g.consts[i] if i else None for i in ins],
                               len(n.output))

@@ -71,6 +71,7 @@ class Calibration:
     sse: dict[str, dict[int, float]] = field(default_factory=dict)  # tensor -> exponent -> squared error
     samples: int = 0
     synthetic: bool = False
+    fixed: dict[str, int] = field(default_factory=dict)  # tensor -> exponent a QDQ model gives (qdq.py)
 
     def observe(self, name: str, value: np.ndarray) -> None:
         amax = float(np.max(np.abs(value)))
@@ -83,6 +84,8 @@ class Calibration:
     def exponent(self, name: str) -> int:
         """The power-of-two scale with the least squared error over the samples (clipping the
         rare largest values often buys a bit of resolution for all the others)."""
+        if name in self.fixed:
+            return self.fixed[name]
         errors = self.sse.get(name)
         if not errors:
             return ideal_exponent(self.amax[name])

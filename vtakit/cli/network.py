@@ -186,6 +186,12 @@ def _print_search_notes(notes: dict) -> None:
         console.print(f"exponent search: output error on the calibration samples {s['error_before']:.5f} -> "
                       f"{s['error_after']:.5f}; {len(s['moved'])} of {s['groups']} exponent groups moved "
                       f"({s['evaluations']} evaluations, {s['seconds']:.1f} s)")
+    if "qdq" in notes:  # a quantized (QDQ / QLinear) model's own scales (compiler/graph/qdq.py)
+        q = notes["qdq"]
+        console.print(f"model scales kept: {q['activations']} activation tensors, weights of {len(q['weights'])} nodes"
+                      f" ({'all powers of two' if q['exact'] else 'some moved to a power of two'})")
+        for line in q["notes"]:
+            console.print(f"  {line}")
     if "keep_float_auto" in notes:
         k = notes["keep_float_auto"]
         console.print(f"kept in float on the host: {', '.join(k['kept']) or 'none'}; mean output cosine on the "

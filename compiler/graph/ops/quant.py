@@ -11,6 +11,7 @@ from vtakit.compiler import cpu
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.ops.registry import OpDef, Precision, register
 from vtakit.compiler.graph.ops.window import convert_conv
+from vtakit.compiler.graph.qdq import record_weight
 
 
 def quantize_linear(x: np.ndarray, a: dict) -> np.ndarray:
@@ -49,6 +50,27 @@ def _dequant_const(q: np.ndarray, scale: np.ndarray, zp: np.ndarray, axis: int) 
             * scale.reshape(shape if scale.size > 1 else ())).astype(np.float32)
 
 
+def fold_dequantize(imp, n, name: str) -> bool:
+    """A DequantizeLinear of constants (a QDQ model's weights and biases) folds at import in numpy,
+    per axis too, and records its scales for `qdq` (False: blocked quantization, left to onnx)."""
+    at = {a.name: a for a in n.attribute}
+    if ("block_size" in at and at["block_size"].i) or "output_dtype" in at:
+        return False
+    ins = list(n.input)
+    q = imp.graph.consts[ins[0]]
+    scale = imp.graph.consts[ins[1]]
+    zp = imp.graph.consts[ins[2]] if len(ins) > 2 and ins[2] else np.zeros((), q.dtype)
+    if q.dtype.kind not in "iu" or q.dtype.itemsize > 4 or scale.dtype != np.float32:  # others: onnx.reference
+        return False
+    axis = at["axis"].i if "axis" in at else 1
+    axis = axis % max(q.ndim, 1)
+    if scale.size > 1 and (q.ndim == 0 or scale.size != q.shape[axis]):
+        raise CompileError(f"{scale.size} scales for axis {axis} of a {q.shape} tensor", node=name, op=n.op_type)
+    imp.set_const(n.output[0], _dequant_const(q, scale, np.asarray(zp), axis))
+    record_weight(imp.graph, n.output[0], q, scale, np.asarray(zp), axis, name)
+    return True
+
+
 def _convert_qlinear(imp, n, name: str, at: dict) -> None:
     """QLinearConv / QLinearMatMul -> DequantizeLinear, float op, QuantizeLinear."""
     g, ins = imp.graph, list(n.input)
@@ -62,7 +84,9 @@ def _convert_qlinear(imp, n, name: str, at: dict) -> None:
     imp.emit("DequantizeLinear", f"{name}.dequantize", [ins[0]], [xf],
              dict(scale=float(xs.reshape(-1)[0]), zero_point=int(xzp.reshape(-1)[0]), dtype=xzp.dtype.name))
     w = imp.const_input(n, name, 3, "weights")
-    wf = g.add_const(f"{name}.weight", _dequant_const(w, ws, wzp, 0 if kind == "Conv" else 1))
+    axis = 0 if kind == "Conv" else 1
+    wf = g.add_const(f"{name}.weight", _dequant_const(w, ws, wzp, axis))
+    record_weight(g, wf, w, ws, wzp, axis, name)
     yf = g.fresh_name(f"{name}.y_float")
     if kind == "Conv":
         bias = imp.const_input(n, name, 8, "bias")

@@ -1,0 +1,190 @@
+"""Quantized models in: the scales of a QDQ / QLinear ONNX model become the int8 graph's exponents.
+
+ONNX Runtime's quantizer (QuantFormat.QDQ) and PyTorch QAT export ship int8 weights behind a
+DequantizeLinear and every quantized activation as a QuantizeLinear -> DequantizeLinear pair;
+QLinearConv/QLinearMatMul carry the same scales as inputs.  The float graph the compiler works on
+drops those pairs (`quantize.strip_fake_quant`), so the scales are read here first:
+
+- an activation tensor t quantized by a pair with scale s and zero point 0 (int8, symmetric) gets
+  the exponent e with 2**-e == s, replacing calibration for t (`Calibration.fixed`); calibration
+  still runs for every other tensor;
+- a constant weight dequantized with scale s (one, or one per output channel: axis 0 of a Conv or
+  a Gemm with transB, the last axis of a MatMul) gives its node those exponents (per channel: the
+  ALU SHR by a vector of `channel_scales`), matched by value, so a weight that folding changed
+  (batch norm) keeps the compiler's own choice.
+
+The hardware has power-of-two scales only.  A scale that is a power of two maps exactly (the int8
+values of the model are kept bit for bit); any other maps to the nearest power of two that does
+not clip the model's range, 2**-e >= s, i.e. e = floor(-log2 s): its step is up to twice the
+model's, and the notes list each such scale with the ratio.  Inputs the hardware cannot take
+fall back to calibration with a note naming the node: a non-zero zero point (asymmetric, e.g.
+ONNX Runtime's default uint8 activations), uint8 weights, an exponent outside `EXP_RANGE`.
+A scale that is not a finite positive number is an error.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from vtakit.errors import CompileError
+from vtakit.compiler.graph.ir import Graph
+
+NOTE_KEY = "qdq_weights"  # Graph.notes: weight tensor -> how the import dequantized it
+
+
+@dataclass(frozen=True)
+class Exponent:
+    """A model scale as a power-of-two exponent: `ratio` = 2**-e / scale (1.0 when exact)."""
+
+    exp: int
+    ratio: float
+
+    @property
+    def exact(self) -> bool:
+        return self.ratio == 1.0
+
+
+def scale_exponent(scale: float, node: str, op: str) -> Exponent:
+    """The exponent of one scale (see the module docstring); a bad scale is a CompileError."""
+    if not (math.isfinite(scale) and scale > 0):
+        raise CompileError(f"quantization scale {scale} is not a finite positive number", node=node, op=op)
+    e = math.floor(-math.log2(scale))
+    if 2.0 ** -(e + 1) >= scale:  # log2 rounding just below an exact power of two
+        e += 1
+    return Exponent(e, float(2.0 ** -e / scale))
+
+
+def record_weight(graph: Graph, out: str, q: np.ndarray, scale: np.ndarray, zp: np.ndarray, axis: int,
+                  node: str) -> None:
+    """Called by the import for a DequantizeLinear of a constant (or a QLinear op's weights)."""
+    graph.notes.setdefault(NOTE_KEY, {})[out] = dict(
+        node=node, dtype=np.asarray(q).dtype.name, scale=np.asarray(scale, np.float32).reshape(-1),
+        zero_point=np.asarray(zp).reshape(-1), axis=axis % max(np.ndim(q), 1), ndim=int(np.ndim(q)))
+
+
+@dataclass(frozen=True)
+class QdqScales:
+    """What a QDQ model says about the int8 graph: activation and weight exponents, and notes."""
+
+    act: dict[str, int] = field(default_factory=dict)  # float tensor -> exponent
+    weights: dict[tuple, np.ndarray] = field(default_factory=dict)  # _weight_key(float value) -> exps
+    notes: list[str] = field(default_factory=list)  # one line per inexact scale or fallback
+    inexact: dict[str, float] = field(default_factory=dict)  # tensor/weight -> worst step ratio
+
+    def __bool__(self) -> bool:
+        return bool(self.act or self.weights)
+
+    def weight_exps(self, w: np.ndarray) -> np.ndarray | None:
+        """The model's exponents for a weight array of the optimized graph (None: not from QDQ)."""
+        return self.weights.get(_weight_key(w))
+
+
+def _weight_key(w: np.ndarray) -> tuple:
+    a = np.ascontiguousarray(w, np.float32)
+    return a.shape, hash(a.tobytes())
+
+
+def _in_range(e: int) -> bool:
+    from vtakit.compiler.graph.quantize import EXP_RANGE
+
+    return EXP_RANGE[0] <= e <= EXP_RANGE[1]
+
+
+def read_scales(graph: Graph) -> QdqScales:
+    """The scales of every QuantizeLinear -> DequantizeLinear pair and dequantized weight of `graph`
+    (the imported graph, before `strip_fake_quant`)."""
+    out = QdqScales()
+    prod = graph.producers()
+    for n in graph.nodes:
+        if n.op != "DequantizeLinear" or (p := prod.get(n.inputs[0])) is None or p.op != "QuantizeLinear":
+            continue
+        t, a = p.inputs[0], p.attrs
+        if a["zero_point"] != 0 or a["dtype"] != "int8":
+            out.notes.append(f"{t}: {p.name} quantizes to {a['dtype']} with zero point {a['zero_point']} "
+                             "(the accelerator's int8 is symmetric, zero point 0): calibrated instead")
+            continue
+        ex = scale_exponent(a["scale"], p.name, p.op)
+        if not _in_range(ex.exp):
+            out.notes.append(f"{t}: {p.name} scale {a['scale']:.6g} is 2**{-ex.exp}, out of range: calibrated instead")
+            continue
+        if t in out.act and out.act[t] != ex.exp:  # two pairs on one tensor: the coarser scale clips neither
+            ex = Exponent(min(out.act[t], ex.exp), max(ex.ratio, out.inexact.get(t, 1.0)))
+        out.act[t] = ex.exp
+        if not ex.exact:
+            out.inexact[t] = max(ex.ratio, out.inexact.get(t, 1.0))
+    for name, rec in graph.notes.get(NOTE_KEY, {}).items():
+        if name in graph.consts:
+            _read_weight(out, name, graph.consts[name], rec)
+    for t, r in sorted(out.inexact.items()):
+        out.notes.append(f"{t}: scale is not a power of two; the step is {r:.3f}x the model's")
+    return out
+
+
+def _read_weight(out: QdqScales, name: str, w: np.ndarray, rec: dict) -> None:
+    if rec["dtype"] == "int32":  # a bias (scale x_scale * w_scale): the compiler derives its own
+        return
+    if rec["dtype"] != "int8" or np.any(rec["zero_point"] != 0):
+        out.notes.append(f"{rec['node']} dequantizes {rec['dtype']} with a non-zero zero point "
+                         "(symmetric int8 weights needed): the compiler chooses its exponents")
+        return
+    exps = [scale_exponent(float(s), rec["node"], "DequantizeLinear") for s in rec["scale"]]
+    if not all(_in_range(e.exp) for e in exps):
+        out.notes.append(f"{rec['node']} has a scale out of range: the compiler chooses its exponents")
+        return
+    e = np.array([x.exp for x in exps], np.int64)
+    worst = max(x.ratio for x in exps)
+    if worst != 1.0:
+        out.inexact[rec["node"]] = worst
+    if w.ndim < 1:
+        return
+    if e.size == 1:  # per tensor: any orientation the optimizer gives it
+        out.weights[_weight_key(w)] = np.full(w.shape[0], e[0], np.int64)
+        if w.ndim == 2:
+            out.weights[_weight_key(w.T)] = np.full(w.shape[1], e[0], np.int64)
+        return
+    if rec["axis"] == 0:
+        out.weights[_weight_key(w)] = e
+    elif w.ndim == 2 and rec["axis"] == 1:  # MatMul (in, out): Dense keeps (out, in)
+        out.weights[_weight_key(w.T)] = e
+
+
+def weight_roundtrip(scales: QdqScales, fallback):
+    """The bias-correction roundtrip: a QDQ weight at its own exponents, others by `fallback`."""
+
+    def roundtrip(w: np.ndarray) -> np.ndarray:
+        e = scales.weight_exps(w)
+        if e is None:
+            return fallback(w)
+        e = e.reshape((-1,) + (1,) * (w.ndim - 1)).astype(np.float64)
+        return np.clip(np.rint(w.astype(np.float64) * 2.0 ** e), -127, 127) * 2.0 ** -e
+
+    return roundtrip
+
+
+def seed_weight_cache(g: Graph, scales: QdqScales, cache: dict, weight_nodes) -> list[str]:
+    """Put the model's weight exponents where `quantize` looks first (its weight cache, keyed
+    (node, keeps int32)); returns the nodes that got them."""
+    used = []
+    for n in weight_nodes:
+        e = scales.weight_exps(g.consts[n.inputs[1]])
+        if e is None:
+            continue
+        cache[(n.name, False)] = e
+        cache[(n.name, True)] = np.full_like(e, int(e.min()))  # one exponent: the coarsest channel's
+        used.append(n.name)
+    return used
+
+
+def compile_notes(scales: QdqScales, q: Graph, weight_nodes: list[str]) -> dict:
+    """What the compile report says: how many scales were kept, which moved and why."""
+    moved = []
+    for t, e in sorted(scales.act.items()):
+        info = q.tensors.get(f"{t}.q")
+        if info is not None and info.exp is not None and info.exp != e:
+            moved.append(f"{t}: model 2**{-e}, compiled 2**{-info.exp} (shared with a scale-preserving op "
+                         "or lowered so no shift is negative)")
+    return dict(activations=len(scales.act), weights=weight_nodes, exact=not scales.inexact,
+                notes=list(scales.notes) + moved)
