@@ -32,17 +32,22 @@ class CostFit:
     steps of a 1x1 convolution) the surplus shows: `imbalance` weighs it.  Each output tile's first loads
     wait for its slot to drain and only the other threads' compute hides them: `tile_stall` weighs one
     step's loads per tile over (threads - 1)^2, fewer as more threads interleave.  `vthreads` are the
-    thread counts the search tries."""
+    thread counts the search tries.  A fused residual's tile moved through INP (no LOAD.ACC8) is one
+    more load each output tile waits for: `residual_stall` weighs it the same way."""
 
     imbalance: float = 0.0
     tile_stall: float = 0.0
     vthreads: tuple[int, ...] = (2, 1)
+    residual_stall: float = 0.0
 
 
-FIT = CostFit(imbalance=0.5, tile_stall=0.25, vthreads=(4, 3, 2, 1))
+FIT = CostFit(imbalance=0.5, tile_stall=0.25, residual_stall=1.0, vthreads=(4, 3, 2, 1))
 """The grid point with the fewest cycles over C2-C11 (benchmarks/fit_heuristic.py, 27 points): 7,304,219
 cycles, 90.7 % of peak (the tuner's best knobs: 7,330,204, 90.4 %); every layer within 0.5 % of its tuned
-knobs or faster.  Unfit (CostFit()): 7,405,771, 89.4 %."""
+knobs or faster.  Unfit (CostFit()): 7,405,771, 89.4 %.  `residual_stall` (C2-C11 have no residual, so the grid
+does not see it) is from `make demo`'s 8 fused convs: their compute module's token stalls are about one residual
+load per tile over (threads - 1)^2; at 1.0 the layer1 convs take 2x2x56 tiles on 4 threads, 569,776 -> 563,313
+cycles each."""
 
 
 @dataclass(frozen=True)
@@ -167,7 +172,8 @@ def conv_terms(cfg: HwConfig, s: ConvShape, k: ConvKnobs, fit: CostFit = FIT) ->
     if vt > 1:
         surplus = max(0.0, inp_cycles + (0 if k.hoist_weights else wgt_step) - (t_oh * t_ow * kernel + _INSN_OVERHEAD))
         cycles = (max(compute + fit.imbalance * steps * surplus, port) + first + store_cycles
-                  + 0.02 * min(compute, port) + fit.tile_stall * tiles * (inp_cycles + wgt_step) / (vt - 1) ** 2)
+                  + 0.02 * min(compute, port) + fit.tile_stall * tiles * (inp_cycles + wgt_step) / (vt - 1) ** 2
+                  + (fit.residual_stall * tiles * res_cycles / (vt - 1) ** 2 if moved else 0))
     else:  # one thread: a step's loads cannot overlap its own compute
         cycles = compute + steps * inp_cycles + weight_loads * wgt_step + store_cycles + tiles * res_cycles
     return ConvTerms(tiles, steps, inp_tile, wgt_tile, acc_tile, kernel, weight_loads, inp_cycles, wgt_step,

@@ -212,6 +212,35 @@ def drop_idle_clips(steps: tuple[AluStep, ...], bounds: tuple[int, int]) -> tupl
     return tuple(kept)
 
 
+def _apply(steps: tuple[AluStep, ...], x: int) -> int:
+    """One value through immediate SHR/MIN/MAX steps."""
+    for step in steps:
+        x = x >> step.imm if step.op is AluOp.SHR else min(x, step.imm) if step.op is AluOp.MIN else max(x, step.imm)
+    return x
+
+
+def drop_masked_bounds(steps: tuple[AluStep, ...], tail: tuple[AluStep, ...],
+                       magnitude: int) -> tuple[tuple[AluStep, ...], tuple[int, int]]:
+    """A convolution epilogue ending in a clip (MIN hi, MAX lo) whose int8 result gets an int8
+    residual added and then `tail` (immediate SHR/MIN/MAX): the clip bounds the tail makes
+    idle dropped, and the bounds of the value entering the add (its clip's, or +-`magnitude`, the
+    most the value entering the clip can be).
+
+    Why: the sum's own clip often masks one of the first clip's bounds (clip to -128, add int8,
+    clip to 0: anything at or below -128 + 127 ends at 0 either way, and the tail is monotone),
+    and each ALU pass costs a compute cycle per output entry.  Only where the unclipped value plus
+    the residual cannot wrap int32."""
+    lo_in, hi_in = -magnitude, magnitude
+    hi, lo = steps[-2].imm, steps[-1].imm
+    if magnitude + 128 >= 2**31 or any(s.operand is not None or s.op not in (AluOp.SHR, AluOp.MIN, AluOp.MAX)
+                          or (s.op is AluOp.SHR and s.imm < 0) for s in tail):
+        return steps, (lo - 128, hi + 127)
+    keep_max = _apply(tail, lo + 127) != _apply(tail, lo_in - 128)
+    keep_min = _apply(tail, hi - 128) != _apply(tail, hi_in + 127)
+    bounds = ((lo if keep_max else lo_in) - 128, (hi if keep_min else hi_in) + 127)
+    return steps[:-2] + steps[-2:-1] * keep_min + steps[-1:] * keep_max, bounds
+
+
 Padding = int | tuple[int, int, int, int]
 """One pad for every side, or (top, left, bottom, right)."""
 
@@ -262,8 +291,15 @@ def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
         _need_acc8(cfg, name)
         res = Access(Tensor("res", (nb, ocb, oh, ow), MemId.ACC_8BIT, pad="error"), out_index)
         tail = epilogue(cfg, None, residual[0], residual[1])
+        bounds = (-2**31, 2**31 - 1)
         if clip is not None:   # the sum of two int8 tensors: a clip bound the shifted sum cannot pass is dropped
-            tail = drop_idle_clips(tail, (clip[0] - 128, clip[1] + 127))
+            # |the value entering the clip|: int8 products of the reduction (and of the bias GEMM's one
+            # block), or any int32 after an ALU bias add, shifted right by the immediate shifts
+            products = (icb * kh * kw + bias_gemm) * cfg.block_in
+            wide = 2**31 if bias and not bias_gemm else min(2**31, products * 2**14)
+            steps, bounds = drop_masked_bounds(steps, tail, wide >> sum(s.imm for s in steps if s.op is AluOp.SHR
+                                                                          and s.operand is None))
+            tail = drop_idle_clips(tail, bounds)
         steps += (AluStep(AluOp.ADD, operand=res),) + tail
     if pool is not None:
         if not requant:

@@ -236,6 +236,7 @@ def test_dram_plan_reuses_space_only_between_disjoint_lifetimes():
     used = max(o + n for o, n in plan.slots.values()) - plan.const_bytes
     assert used < plan.activation_bytes_without_reuse
     assert plan.slots["a"][0] % 256 == 0 and plan.arena_bytes % 4096 == 0
+    assert all(offset % cfg.burst_bytes == 0 for offset, _ in plan.slots.values())   # no run starts mid-burst
 
 
 def test_residual_add_fuses_into_the_conv_producing_it():

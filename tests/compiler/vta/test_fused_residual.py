@@ -86,5 +86,46 @@ def test_idle_clip_of_a_shifted_residual_sum_is_dropped() -> None:
     assert drop_idle_clips(steps, (-256, 254)) == steps[:1]          # [-64, 63]: both bounds idle
     assert drop_idle_clips(steps, (-256, 255)) == steps[:1]          # 255 >> 2 = 63 still
     assert drop_idle_clips(steps, (-512, 256)) == steps              # [-128, 64]: both act
-    vector = AluStep(AluOp.SHR, operand=shifted.compute.steps[3].operand)
+    vector = AluStep(AluOp.SHR, operand=next(s.operand for s in shifted.compute.steps if s.operand is not None))
     assert drop_idle_clips((vector,) + steps[1:], (0, 1)) == (vector,) + steps[1:]   # unknown amount: kept
+
+
+def test_first_clip_bound_masked_by_the_sums_clip_is_dropped() -> None:
+    """clip(-128, 127), + int8, clip(0, 127): the first clip's MAX -128 cannot change the result (all
+    at or below -128 + 127 ends at 0 either way), so it is not emitted, one ALU pass per entry less;
+    kept where the unclipped value plus the residual could wrap int32 (no shift after an ALU bias add)."""
+    cfg = HwConfig.preset("pynq")
+    kw = dict(x_shape=(1, 16, 4, 4), w_shape=(16, 16, 3, 3), padding=1, clip=(-128, 127), residual=(0, (0, 127)))
+    ops = [(s.op, s.imm) for s in compile_conv2d(cfg, shift=8, **kw)[0].compute.steps if s.operand is None]
+    assert ops == [(AluOp.SHR, 8), (AluOp.MIN, 127), (AluOp.MIN, 127), (AluOp.MAX, 0)]
+    kept = compile_conv2d(cfg, shift=0, bias=True, **kw)[0].compute.steps
+    assert [(s.op, s.imm) for s in kept if s.operand is None] == [(AluOp.MIN, 127), (AluOp.MAX, -128),
+                                                                  (AluOp.MIN, 127), (AluOp.MAX, 0)]
+    # without a bias the reduction bounds the value (16 x 9 int8 products): no wrap, dropped even unshifted
+    unshifted = compile_conv2d(cfg, shift=0, **kw)[0].compute.steps
+    assert (AluOp.MAX, -128) not in [(s.op, s.imm) for s in unshifted]
+
+
+@pytest.mark.parametrize("clip, residual", [((-128, 127), (0, (0, 127))), ((-128, 127), (1, (-128, 127))),
+                                            ((0, 127), (0, (0, 127))), ((-100, 50), (2, (-3, 20))),
+                                            ((-128, 127), (0, (-128, 127)))])
+def test_dropped_clip_bounds_keep_every_value(clip, residual) -> None:
+    """drop_masked_bounds against the full epilogue on every value in reach and every int8 residual."""
+    from vtakit.compiler.vta.te import AluStep, drop_idle_clips, drop_masked_bounds, epilogue
+
+    cfg = HwConfig.preset("pynq")
+    head = epilogue(cfg, None, 3, clip)
+    tail = epilogue(cfg, None, residual[0], residual[1])
+    magnitude = 2**31 >> 3
+    steps, bounds = drop_masked_bounds(head, tail, magnitude)
+    short = drop_idle_clips(tail, bounds)
+
+    def run(seq, x):
+        for s in seq:
+            x = x >> s.imm if s.op is AluOp.SHR else np.minimum(x, s.imm) if s.op is AluOp.MIN else np.maximum(x, s.imm)
+        return x
+
+    v = np.concatenate([np.arange(-5000, 5000), [-magnitude, magnitude - 1]]).astype(np.int64)[:, None]
+    r = np.arange(-128, 128, dtype=np.int64)[None, :]
+    assert np.array_equal(run(short, run(steps, v) + r), run(tail, run(head, v) + r)), (clip, residual)
+    assert all(isinstance(s, AluStep) for s in steps)
