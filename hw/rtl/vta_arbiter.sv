@@ -15,7 +15,8 @@ module vta_arbiter #(
   input  logic         clk,
   input  logic         rst,
   input  logic [N-1:0] req,
-  output logic [N-1:0] gnt
+  output logic [N-1:0] gnt,
+  output logic [N-1:0] holder   // the head of the registered queue: whoever issued the burst in flight
 );
   logic [N-1:0] queued;
   logic [N-1:0] ahead [N];     // ahead[i][j]: i joined the queue before j (both queued)
@@ -41,6 +42,7 @@ module vta_arbiter #(
   assign leave = head & ~req;
   assign stay  = queued & ~leave;
   assign join_ = req & ~queued;
+  assign holder = head;
 
   // The holder is the head of the queue after this cycle's update: the holder while it
   // keeps requesting, else the second in line, else the lowest requesting client (the

@@ -79,7 +79,8 @@ module vta_top (
 
   // ------------------------------------------------------------- the modules
   logic [3:0] req, gnt;
-  vta_arbiter #(.N(4)) arbiter (.clk, .rst, .req, .gnt);
+  logic [3:0] holder;
+  vta_arbiter #(.N(4)) arbiter (.clk, .rst, .req, .gnt, .holder);
 
   // per-client read channels (fetch 0, load 1, compute 2)
   logic [2:0] c_arvalid, c_arready, c_rvalid, c_rready;
@@ -182,12 +183,15 @@ module vta_top (
     m_axi_rready = 1'b0;
     for (int k = 0; k < 3; k++) begin
       c_arready[k] = gnt[k] && m_axi_arready;
-      c_rvalid[k] = gnt[k] && m_axi_rvalid;
+      // Read data comes at least a cycle after its address, when its client heads the
+      // arbiter's registered queue (it holds the port until its last beat), so the R
+      // channel follows `holder`, registers only, not the grant behind the requests.
+      c_rvalid[k] = holder[k] && m_axi_rvalid;
+      if (holder[k]) m_axi_rready = c_rready[k];
       if (gnt[k]) begin
         m_axi_arvalid = c_arvalid[k];
         m_axi_araddr = c_araddr[k];
         m_axi_arlen = c_arlen[k];
-        m_axi_rready = c_rready[k];
       end
     end
   end

@@ -51,6 +51,8 @@ async def random_requests(dut):
         got = int(dut.gnt.value)
         assert got == (0 if want is None else 1 << want), \
             f"cycle {cycle}: req {req} queue {model.order}: grant {got:#x}, expected client {want}"
+        head = model.order[0] if model.order else None
+        assert int(dut.holder.value) == (0 if head is None else 1 << head), f"cycle {cycle}: holder"
         grants.add(want)
         model.step(req)
         await FallingEdge(dut.clk)
