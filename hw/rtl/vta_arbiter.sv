@@ -2,65 +2,70 @@
 // its request up (a whole DMA instruction or fetch burst).  Requests raised in the same
 // cycle queue in client order: fetch (0), load (1), compute (2), store (3).  There is no
 // dead cycle between holders.
+//
+// The queue is kept as a set (`queued`) and an age matrix (`ahead[i][j]`: i queued before
+// j) instead of an ordered list with a count: a client's place is the number of queued
+// clients ahead of it, so the update is a few LUTs per bit, with no carry chain per
+// client in series behind the requests (timing: the fetch's request ends the cycle).
+// Each client is queued at most once, so this is the same queue as the list, bit for bit
+// in what it grants.
 module vta_arbiter #(
   parameter int N = 4
 ) (
   input  logic         clk,
   input  logic         rst,
   input  logic [N-1:0] req,
-  output logic [N-1:0] gnt
+  output logic [N-1:0] gnt,
+  output logic [N-1:0] holder   // the head of the registered queue: whoever issued the burst in flight
 );
-  localparam int IW = $clog2(N);
-  logic [IW-1:0] order [N];   // client ids in arrival order; order[0] holds the port
-  logic [IW:0]   count;
-  logic [N-1:0]  queued;
+  logic [N-1:0] queued;
+  logic [N-1:0] ahead [N];     // ahead[i][j]: i joined the queue before j (both queued)
 
-  // next queue: the head's release first, then the new arrivals in client order
-  logic [IW-1:0] next_order [N];
-  logic [IW:0]   next_count;
-  logic [N-1:0]  next_queued;
+  // head: queued with nobody ahead; second: queued with exactly one ahead.  Both are
+  // read off registers only, so `req` meets them in the last few LUTs.
+  localparam int CW = $clog2(N) + 1;
+  logic [N-1:0]  head, second;
+  logic [CW-1:0] n_ahead [N];   // queued clients ahead of j
   always_comb begin
-    next_count = count;
-    next_queued = queued;
-    for (int k = 0; k < N; k++) next_order[k] = order[k];
-    if (count != 0 && !req[order[0]]) begin
-      next_queued[order[0]] = 1'b0;
-      for (int k = 0; k < N - 1; k++) next_order[k] = next_order[k + 1];
-      next_count = next_count - 1'b1;
-    end
-    for (int c = 0; c < N; c++) begin
-      if (req[c] && !next_queued[c]) begin
-        next_order[next_count[IW-1:0]] = IW'(c);
-        next_queued[c] = 1'b1;
-        next_count = next_count + 1'b1;
-      end
+    for (int j = 0; j < N; j++) begin
+      n_ahead[j] = '0;
+      for (int i = 0; i < N; i++)
+        if (i != j && queued[i] && ahead[i][j]) n_ahead[j] = n_ahead[j] + 1'b1;
+      head[j] = queued[j] && n_ahead[j] == 0;
+      second[j] = queued[j] && n_ahead[j] == 1;
     end
   end
 
-  // The holder is the head of that queue: the port passes to the next requester in the
-  // cycle the holder lets go, and an idle port goes straight to the first requester.
-  // The same head, read off the registered queue rather than the updated one, so the
-  // grant is a few LUTs after `req` instead of the whole queue update (timing):
-  // the holder while it keeps requesting, else the second in line, else the lowest
-  // requesting client (the queue is empty or held only the holder that let go).
+  // The head leaves when it drops its request; a client joins when it requests and is
+  // not queued (a leaving head does not request, so it cannot rejoin in that cycle).
+  logic [N-1:0] leave, stay, join_;
+  assign leave = head & ~req;
+  assign stay  = queued & ~leave;
+  assign join_ = req & ~queued;
+  assign holder = head;
+
+  // The holder is the head of the queue after this cycle's update: the holder while it
+  // keeps requesting, else the second in line, else the lowest requesting client (the
+  // queue is empty or held only the holder that let go).
   logic [N-1:0] first_req;
   assign first_req = req & (~req + 1'b1);
   always_comb begin
-    gnt = '0;
-    if (count != 0 && req[order[0]]) gnt[order[0]] = 1'b1;
-    else if (count > 1) gnt[order[1]] = 1'b1;
+    if ((head & req) != 0) gnt = head;
+    else if (second != 0) gnt = second;
     else gnt = first_req;
   end
 
+  // joiners go behind everyone who stays, and behind lower-numbered joiners
   always_ff @(posedge clk) begin
     if (rst) begin
-      count <= '0;
       queued <= '0;
-      for (int k = 0; k < N; k++) order[k] <= '0;
+      for (int i = 0; i < N; i++) ahead[i] <= '0;
     end else begin
-      for (int k = 0; k < N; k++) order[k] <= next_order[k];
-      count <= next_count;
-      queued <= next_queued;
+      queued <= stay | join_;
+      for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++)
+          if (join_[j]) ahead[i][j] <= stay[i] || (join_[i] && i < j);
+          else if (join_[i]) ahead[i][j] <= 1'b0;
     end
   end
 endmodule

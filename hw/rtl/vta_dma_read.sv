@@ -62,7 +62,7 @@ module vta_dma_read #(
 
   // latched command
   logic [3:0]  e_log2;
-  logic [15:0] n_cols_data, stride;
+  logic [15:0] n_cols_data;
   logic [3:0]  xp0, xp1;
   logic [16:0] n_rows, row;
   logic [16:0] data_first_row, data_end_row;
@@ -91,14 +91,11 @@ module vta_dma_read #(
   logic [7:0]   b_last;
   logic [31:0]  b_rest;
   logic         b_row_end;
-  logic [31:0]  row_bytes, stride_bytes;
-  logic [LB-1:0] step_offset;
+  logic [31:0]  row_bytes, stride_bytes;   // registered with the command
+  logic [LB-1:0] step_offset;              // (row_addr + stride_bytes) mod BURST_BYTES, kept with row_addr
   logic [7:0]   here_last, step_last, cont_last;
   logic [31:0]  here_rest, step_rest, cont_rest;
   logic         here_end, step_end, cont_end;
-  assign row_bytes    = 32'(n_cols_data) << e_log2;
-  assign stride_bytes = 32'(stride) << e_log2;
-  assign step_offset  = row_addr[LB-1:0] + stride_bytes[LB-1:0];
   /* verilator lint_off PINCONNECTEMPTY */
   vta_burst here_burst (.offset(row_addr[LB-1:0]), .left(row_bytes), .bytes(), .last_beat(here_last),
                         .rest(here_rest), .row_end(here_end));
@@ -164,6 +161,7 @@ module vta_dma_read #(
   // The data of the current row is in: its right padding, or the next row.
   task automatic end_data_row();
     row_addr <= row_addr + stride_bytes;
+    step_offset <= step_offset + stride_bytes[LB-1:0];
     hold_valid <= 1'b0;
     if (xp1 != 0) begin
       pad_left <= 17'(xp1);
@@ -194,7 +192,8 @@ module vta_dma_read #(
         S_IDLE: if (start) begin
           e_log2 <= elem_log2;
           n_cols_data <= x_size;
-          stride <= x_stride;
+          row_bytes <= 32'(x_size) << elem_log2;
+          stride_bytes <= 32'(x_stride) << elem_log2;
           xp0 <= x_pad_0;
           xp1 <= x_pad_1;
           n_rows <= 17'(y_pad_0) + 17'(y_size) + 17'(y_pad_1);
@@ -207,7 +206,10 @@ module vta_dma_read #(
           slots_per_beat <= (BUS_LOG2+1)'(1) << (32'(BUS_LOG2) - 32'(elem_log2));
           state <= S_GRANT;
         end
-        S_GRANT: if (gnt || pad_only) begin_row('0, 1'b0);
+        S_GRANT: begin
+          step_offset <= row_addr[LB-1:0] + stride_bytes[LB-1:0];  // no row has ended yet
+          if (gnt || pad_only) begin_row('0, 1'b0);
+        end
         S_PAD: begin  // one zero element per cycle
           wr_en <= 1'b1;
           wr_addr <= sram_ptr;

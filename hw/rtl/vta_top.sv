@@ -79,7 +79,8 @@ module vta_top (
 
   // ------------------------------------------------------------- the modules
   logic [3:0] req, gnt;
-  vta_arbiter #(.N(4)) arbiter (.clk, .rst, .req, .gnt);
+  logic [3:0] holder;
+  vta_arbiter #(.N(4)) arbiter (.clk, .rst, .req, .gnt, .holder);
 
   // per-client read channels (fetch 0, load 1, compute 2)
   logic [2:0] c_arvalid, c_arready, c_rvalid, c_rready;
@@ -182,12 +183,15 @@ module vta_top (
     m_axi_rready = 1'b0;
     for (int k = 0; k < 3; k++) begin
       c_arready[k] = gnt[k] && m_axi_arready;
-      c_rvalid[k] = gnt[k] && m_axi_rvalid;
+      // Read data comes at least a cycle after its address, when its client heads the
+      // arbiter's registered queue (it holds the port until its last beat), so the R
+      // channel follows `holder`, registers only, not the grant behind the requests.
+      c_rvalid[k] = holder[k] && m_axi_rvalid;
+      if (holder[k]) m_axi_rready = c_rready[k];
       if (gnt[k]) begin
         m_axi_arvalid = c_arvalid[k];
         m_axi_araddr = c_araddr[k];
         m_axi_arlen = c_arlen[k];
-        m_axi_rready = c_rready[k];
       end
     end
   end
@@ -202,18 +206,36 @@ module vta_top (
   assign m_axi_bready  = s_bready && gnt[3];
 
   // ------------------------------------------------------ status and errors
-  // The first error wins; if several arrive together, the earliest instruction.
+  // The first error wins; if several arrive together, the earliest instruction (on equal
+  // indices the later of fetch, load, compute, store).  The six index comparisons run side
+  // by side rather than as a running minimum (three comparators in series: timing).
   logic             new_error;
   logic [3:0]       new_code;
   logic [IDX_W-1:0] new_index;
+  logic [3:0]       e_err, e_win;
+  logic [IDX_W-1:0] e_idx [4];
+  logic [3:0]       e_code [4];
+  assign e_err = {s_err, c_err, l_err, f_err};
+  assign e_idx[0] = f_idx;
+  assign e_idx[1] = l_idx;
+  assign e_idx[2] = c_idx;
+  assign e_idx[3] = s_idx;
+  assign e_code[0] = f_code;
+  assign e_code[1] = l_code;
+  assign e_code[2] = c_code;
+  assign e_code[3] = s_code;
   always_comb begin
-    new_error = 1'b0;
+    for (int k = 0; k < 4; k++) begin
+      e_win[k] = e_err[k];
+      for (int j = 0; j < 4; j++)
+        if (j < k && e_err[j] && e_idx[k] > e_idx[j]) e_win[k] = 1'b0;
+        else if (j > k && e_err[j] && e_idx[k] >= e_idx[j]) e_win[k] = 1'b0;
+    end
+    new_error = e_err != 0;
     new_code = '0;
     new_index = '1;
-    if (f_err && f_idx <= new_index) begin new_error = 1'b1; new_index = f_idx; new_code = f_code; end
-    if (l_err && l_idx <= new_index) begin new_error = 1'b1; new_index = l_idx; new_code = l_code; end
-    if (c_err && c_idx <= new_index) begin new_error = 1'b1; new_index = c_idx; new_code = c_code; end
-    if (s_err && s_idx <= new_index) begin new_error = 1'b1; new_index = s_idx; new_code = s_code; end
+    for (int k = 0; k < 4; k++)
+      if (e_win[k]) begin new_index = e_idx[k]; new_code = e_code[k]; end
   end
   always_ff @(posedge clk) begin
     if (rst) begin

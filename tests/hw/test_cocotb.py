@@ -1,5 +1,5 @@
 """cocotb testbenches (cocotb 2.x Python runner, Verilator): GEMM core, tensor ALU, token
-queue, the read DMA (LOAD with padding) and the write DMA (STORE), each with random
+queue, memory-port arbiter, the read DMA (LOAD with padding) and the write DMA (STORE), each with random
 stimulus checked against a Python model.  Builds are cached by sources and parameters."""
 
 import hashlib
@@ -53,6 +53,11 @@ def test_gemm_core(preset):
 @pytest.mark.parametrize("preset", ["pynq", "1x8"])
 def test_alu_core(preset):
     _run(HwConfig.preset(preset), "vta_alu_core", "tb_alu_core", {})
+
+
+@pytest.mark.parametrize("clients", [4, 3])
+def test_arbiter(clients):
+    _run(HwConfig.preset("pynq"), "vta_arbiter", "tb_arbiter", {"N": clients})
 
 
 def test_token_queue():
