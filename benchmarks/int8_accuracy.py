@@ -21,6 +21,7 @@ import onnxruntime as ort
 
 import vtakit
 from vtakit.compiler import zoo
+from vtakit.compiler.graph.report import calibration_lines
 
 
 def load(name: str) -> onnx.ModelProto:
@@ -58,16 +59,8 @@ def main() -> None:
     t0 = time.perf_counter()
     module = vtakit.compile(model, args.config, calibrate=samples, **options)
     print(f"compiled in {time.perf_counter() - t0:.1f} s {options}")
-    cal = module.notes["calibration"]
-    if "search" in cal:
-        s = cal["search"]
-        print(f"exponent search: output error on the calibration samples {s['error_before']:.5f} -> "
-              f"{s['error_after']:.5f}, {len(s['moved'])} of {s['groups']} groups moved, {s['evaluations']} "
-              f"evaluations, {s['seconds']:.1f} s")
-    if "keep_float_auto" in cal:
-        k = cal["keep_float_auto"]
-        print(f"kept in float: {', '.join(k['kept']) or 'none'} (calibration cosine {k['cosine_before']:.4f} -> "
-              f"{k['cosine_after']:.4f})")
+    for line in calibration_lines(module.notes["calibration"]):
+        print(line)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     out = model.graph.output[0].name
     xs = [rng.standard_normal(shape).astype(np.float32) for _ in range(args.inputs)]

@@ -32,15 +32,9 @@ def _support(name: str):
 
 def print_search_notes(notes: dict) -> None:
     """What calibration "search" and keep_float_until did (compile notes)."""
-    if "search" in notes:
-        s = notes["search"]
-        print(f"exponent search: output error on the calibration samples {s['error_before']:.5f} -> "
-              f"{s['error_after']:.5f}, {len(s['moved'])} of {s['groups']} groups moved, {s['evaluations']} "
-              f"evaluations, {s['seconds']:.1f} s")
-    if "keep_float_auto" in notes:
-        k = notes["keep_float_auto"]
-        print(f"kept in float: {', '.join(k['kept']) or 'none'} (calibration cosine {k['cosine_before']:.4f} -> "
-              f"{k['cosine_after']:.4f}, {k['seconds']:.1f} s)")
+    from vtakit.compiler.graph.report import calibration_lines
+    for line in calibration_lines(notes):
+        print(line)
 
 
 def main(argv: list[str] | None = None) -> int:

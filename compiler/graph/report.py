@@ -201,3 +201,24 @@ class ModuleReport:
         ax.legend(loc="lower right")
         ax.grid(True, which="both", alpha=0.3)
         return save_figure(fig, path)
+
+
+def calibration_lines(notes: dict) -> list[str]:
+    """What a compile's calibration did beyond the per-tensor method, as lines for a person: the
+    exponent search, a quantized model's own scales (qdq.py), the layers kept in float automatically."""
+    lines = []
+    if "search" in notes:
+        s = notes["search"]
+        lines.append(f"exponent search: output error on the calibration samples {s['error_before']:.5f} -> "
+                     f"{s['error_after']:.5f}; {len(s['moved'])} of {s['groups']} exponent groups moved "
+                     f"({s['evaluations']} evaluations, {s['seconds']:.1f} s)")
+    if "qdq" in notes:
+        q = notes["qdq"]
+        lines.append(f"model scales kept: {q['activations']} activation tensors, weights of {len(q['weights'])} nodes"
+                     f" ({'all powers of two' if q['exact'] else 'some moved to a power of two'})")
+        lines += [f"  {line}" for line in q["notes"]]
+    if "keep_float_auto" in notes:
+        k = notes["keep_float_auto"]
+        lines.append(f"kept in float on the host: {', '.join(k['kept']) or 'none'}; mean output cosine on the "
+                     f"calibration samples {k['cosine_before']:.5f} -> {k['cosine_after']:.5f} ({k['seconds']:.1f} s)")
+    return lines

@@ -12,6 +12,7 @@ import numpy as np
 
 from vtakit.cli._common import CONFIG_HELP, console, progress_console, tuning_context
 from vtakit.devices import device_names
+from vtakit.compiler.graph.report import calibration_lines
 from vtakit.errors import VtaError
 from vtakit.isa.config import DEFAULT_PRESET
 
@@ -180,23 +181,9 @@ def _search_progress(enabled: bool):
 
 
 def _print_search_notes(notes: dict) -> None:
-    """What calibration "search" and --keep-float-until did (the calibration notes of a compile)."""
-    if "search" in notes:
-        s = notes["search"]
-        console.print(f"exponent search: output error on the calibration samples {s['error_before']:.5f} -> "
-                      f"{s['error_after']:.5f}; {len(s['moved'])} of {s['groups']} exponent groups moved "
-                      f"({s['evaluations']} evaluations, {s['seconds']:.1f} s)")
-    if "qdq" in notes:  # a quantized (QDQ / QLinear) model's own scales (compiler/graph/qdq.py)
-        q = notes["qdq"]
-        console.print(f"model scales kept: {q['activations']} activation tensors, weights of {len(q['weights'])} nodes"
-                      f" ({'all powers of two' if q['exact'] else 'some moved to a power of two'})")
-        for line in q["notes"]:
-            console.print(f"  {line}")
-    if "keep_float_auto" in notes:
-        k = notes["keep_float_auto"]
-        console.print(f"kept in float on the host: {', '.join(k['kept']) or 'none'}; mean output cosine on the "
-                      f"calibration samples {k['cosine_before']:.5f} -> {k['cosine_after']:.5f} "
-                      f"({k['seconds']:.1f} s)")
+    """What calibration "search", a QDQ model's scales and --keep-float-until did."""
+    for line in calibration_lines(notes):
+        console.print(line)
 
 
 def _keep_float(spec: str) -> tuple[str, ...]:
