@@ -57,12 +57,18 @@ def fuse_residual_adds(g: Graph, place: dict[str, str]) -> dict[str, str]:
         attrs = dict(conv.attrs, residual=(int(n.attrs.get("shift") or 0), tuple(n.attrs["clip"])), residual_of=n.name)
         fused[n.name] = Node("QConv", conv.name, [x, w, bias, n.inputs[1 - i]], list(n.outputs), attrs)
         dropped.add(conv.name)
+    return _apply_fusions(g, place, fused, dropped)
+
+
+def _apply_fusions(g: Graph, place: dict[str, str], fused: dict[str, Node], dropped: set[str]) -> dict[str, str]:
+    """Put each fused node where the node it absorbs was, drop the convs it replaces; returns the new
+    placement (a fused node keeps its conv's name, and so its place)."""
     if not fused:
         return place
     g.nodes = [fused.get(n.name, n) for n in g.nodes if n.name not in dropped]
     g.prune()
     g.validate()
-    return {n.name: place[n.name] for n in g.nodes}  # a fused node keeps its conv's name (and place)
+    return {n.name: place[n.name] for n in g.nodes}
 
 
 def _pool_window(n: Node) -> tuple[int, int, int]:
@@ -87,9 +93,4 @@ def fuse_max_pools(g: Graph, place: dict[str, str], cfg: HwConfig | None = None)
         attrs = dict(conv.attrs, pool=_pool_window(n), pool_of=n.name)
         fused[n.name] = Node("QConv", conv.name, list(conv.inputs), list(n.outputs), attrs)
         dropped.add(conv.name)
-    if not fused:
-        return place
-    g.nodes = [fused.get(n.name, n) for n in g.nodes if n.name not in dropped]
-    g.prune()
-    g.validate()
-    return {n.name: place[n.name] for n in g.nodes}
+    return _apply_fusions(g, place, fused, dropped)
