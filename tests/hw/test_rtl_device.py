@@ -37,14 +37,21 @@ FULL = [(name, s) for name, n in (("pynq", 60), ("1x8", 30), ("1x8-bus16", 30), 
                                   ("4x8x8", 15), ("1x16x32", 10)) for s in range(100, 100 + n)]
 
 
-def _check_random(name: str, seed: int) -> None:
-    img = random_program(CONFIGS[name], seed)
+def _rtl_matches_functional(img):
+    """Run `img` on the functional model and the RTL: DRAM as the reference says, byte for byte on both;
+    returns (functional stats, RTL stats)."""
     expected = reference_image(img)
     fstats, fdram = sim.run_image(img, model="functional")
     rstats, rdram = sim.run_image(img, model="rtl")
     assert (fdram == expected).all()
     diff = np.flatnonzero(rdram != fdram)
     assert diff.size == 0, f"RTL differs from the functional model first at byte {diff[0]:#x}"
+    return fstats, rstats
+
+
+def _check_random(name: str, seed: int) -> None:
+    img = random_program(CONFIGS[name], seed)
+    fstats, rstats = _rtl_matches_functional(img)
     assert (rstats.gemm_uops, rstats.alu_uops, rstats.insns) == (fstats.gemm_uops, fstats.alu_uops, fstats.insns)
     cstats, _ = sim.run_image(img, model="cycle")
     # small random programs: every handoff counts, so the bound is looser than for layers
@@ -328,11 +335,6 @@ def _same_entry_chains(cfg: HwConfig, seed: int):
 @pytest.mark.parametrize("name", ["pynq", "1x8-bus16"])
 def test_back_to_back_micro_ops_on_one_entry(name):
     img = _same_entry_chains(CONFIGS[name], 11)
-    expected = reference_image(img)
-    fstats, fdram = sim.run_image(img, model="functional")
-    rstats, rdram = sim.run_image(img, model="rtl")
-    assert (fdram == expected).all()
-    diff = np.flatnonzero(rdram != fdram)
-    assert diff.size == 0, f"RTL differs from the functional model first at byte {diff[0]:#x}"
+    _, rstats = _rtl_matches_functional(img)
     cstats, _ = sim.run_image(img, model="cycle")
     assert abs(cstats.cycles - rstats.cycles) <= 4, (cstats.cycles, rstats.cycles)

@@ -86,3 +86,24 @@ def ort_run(model: onnx.ModelProto | str, x: np.ndarray, *, as_written: bool = F
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     sess = ort.InferenceSession(src, opts, providers=["CPUExecutionProvider"])
     return sess.run(None, {sess.get_inputs()[0].name: x})[0]
+
+
+def qlinear_conv_model(wq: np.ndarray, x_scale: float, w_scale: float, y_scale: float) -> onnx.ModelProto:
+    """QuantizeLinear -> QLinearConv (3x3, pads 1, int8, zero points 0, node "qconv") -> DequantizeLinear
+    on a float input "x" of the weights' channels and 8x8, at opset 13: a pre-quantized model as a
+    quantizer writes it."""
+    from onnx import TensorProto, helper
+
+    zero = np.array(0, np.int8)
+    inits = [numpy_helper.from_array(np.array(x_scale, np.float32), "xs"), numpy_helper.from_array(zero, "xzp"),
+             numpy_helper.from_array(wq, "wq"), numpy_helper.from_array(np.array(w_scale, np.float32), "ws"),
+             numpy_helper.from_array(zero, "wzp"), numpy_helper.from_array(np.array(y_scale, np.float32), "ys"),
+             numpy_helper.from_array(zero, "yzp")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xzp"], ["xq"]),
+             helper.make_node("QLinearConv", ["xq", "xs", "xzp", "wq", "ws", "wzp", "ys", "yzp"], ["yq"],
+                              pads=[1, 1, 1, 1], name="qconv"),
+             helper.make_node("DequantizeLinear", ["yq", "ys", "yzp"], ["y"])]
+    shape = [1, wq.shape[1], 8, 8]
+    graph = helper.make_graph(nodes, "qlinear", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, wq.shape[0], 8, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)

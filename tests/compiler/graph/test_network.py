@@ -5,6 +5,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+from tests.support.qdq_models import qlinear_conv_model
 import vtakit
 from vtakit.compiler import zoo
 from vtakit.compiler.graph import CompiledModule
@@ -163,23 +164,8 @@ def test_cpu_target_resnet34_matches_onnxruntime():
 def test_qdq_model_runs_on_both_targets():
     """A pre-quantized ONNX model (QuantizeLinear, QLinearConv, DequantizeLinear): the cpu target
     follows its own scales (within one output step of onnxruntime), the vta target re-quantizes."""
-    from onnx import TensorProto, helper, numpy_helper
-
     rng = np.random.default_rng(3)
-    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "xs"),
-             numpy_helper.from_array(np.array(0, np.int8), "xzp"),
-             numpy_helper.from_array(rng.integers(-100, 100, (16, 16, 3, 3)).astype(np.int8), "wq"),
-             numpy_helper.from_array(np.array(0.002, np.float32), "ws"),
-             numpy_helper.from_array(np.array(0, np.int8), "wzp"),
-             numpy_helper.from_array(np.array(0.1, np.float32), "ys"),
-             numpy_helper.from_array(np.array(0, np.int8), "yzp")]
-    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xzp"], ["xq"]),
-             helper.make_node("QLinearConv", ["xq", "xs", "xzp", "wq", "ws", "wzp", "ys", "yzp"], ["yq"],
-                              pads=[1, 1, 1, 1], name="qconv"),
-             helper.make_node("DequantizeLinear", ["yq", "ys", "yzp"], ["y"])]
-    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 8, 8])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    model = qlinear_conv_model(rng.integers(-100, 100, (16, 16, 3, 3)).astype(np.int8), 0.05, 0.002, 0.1)
     x = rng.standard_normal((1, 16, 8, 8)).astype(np.float32)
     want = ort_run(model, {"x": x})[0]
     got_cpu = vtakit.compile(model, target="cpu").run(x)["y"]

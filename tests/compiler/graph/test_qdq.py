@@ -9,7 +9,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from tests.support.qdq_models import ort_qdq, ort_run, power_of_two
+from tests.support.qdq_models import ort_qdq, ort_run, power_of_two, qlinear_conv_model
 from vtakit.compiler.graph.build import compile_module, optimize
 from vtakit.compiler.graph.calibration import calibrate
 from vtakit.compiler.graph.onnx_frontend import import_onnx
@@ -149,23 +149,9 @@ def test_cli_compile_prints_the_inexact_scales(digits, tmp_path, capsys):
 def test_qlinear_conv_keeps_its_power_of_two_scales():
     """QLinearConv (imported as DequantizeLinear -> Conv -> QuantizeLinear): its int8 weights and
     input scale are used as they are; the result is within half an output step of onnxruntime's."""
-    from onnx import TensorProto, helper
-
     rng = np.random.default_rng(3)
     wq = rng.integers(-100, 100, (16, 16, 3, 3)).astype(np.int8)
-    inits = [numpy_helper.from_array(np.array(2.0 ** -4, np.float32), "xs"),
-             numpy_helper.from_array(np.array(0, np.int8), "xzp"), numpy_helper.from_array(wq, "wq"),
-             numpy_helper.from_array(np.array(2.0 ** -9, np.float32), "ws"),
-             numpy_helper.from_array(np.array(0, np.int8), "wzp"),
-             numpy_helper.from_array(np.array(2.0 ** -3, np.float32), "ys"),
-             numpy_helper.from_array(np.array(0, np.int8), "yzp")]
-    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xzp"], ["xq"]),
-             helper.make_node("QLinearConv", ["xq", "xs", "xzp", "wq", "ws", "wzp", "ys", "yzp"], ["yq"],
-                              pads=[1, 1, 1, 1], name="qconv"),
-             helper.make_node("DequantizeLinear", ["yq", "ys", "yzp"], ["y"])]
-    graph = helper.make_graph(nodes, "qlinear", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 8, 8])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    model = qlinear_conv_model(wq, 2.0 ** -4, 2.0 ** -9, 2.0 ** -3)
     x = rng.standard_normal((1, 16, 8, 8)).astype(np.float32)
     mod = compile_module(model, "pynq", calibrate=[x])
     conv = next(n for n in mod.graph.nodes if n.op == "QConv")
