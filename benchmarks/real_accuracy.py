@@ -40,6 +40,16 @@ MODELS = {  # name -> (real_models -> (loader, preprocess))
 }
 
 
+def with_features(model) -> None:
+    """Make the flattened pooled tensor, "features" in both networks, a second output."""
+    import onnx
+
+    shapes = {v.name: v for v in onnx.shape_inference.infer_shapes(model).graph.value_info}
+    if "features" not in shapes:
+        raise SystemExit("the model has no tensor named 'features'")
+    model.graph.output.append(shapes["features"])
+
+
 def print_search_notes(notes: dict) -> None:
     """What calibration "search" and keep_float_until did (compile notes)."""
     from vtakit.compiler.graph.report import calibration_lines
@@ -64,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep-float-until", type=float, default=None,
                     help="keep the worst layers in float until this mean output cosine on the calibration photos")
     ap.add_argument("--limit", type=int, default=0, help="only the first N test views")
+    ap.add_argument("--features", action="store_true",
+                    help="also compare the pooled features the classifier reads (a many-dimensional check where "
+                         "a model has few classes)")
     ap.add_argument("--no-lower", action="store_true",
                     help="run the int8 graph on the host interpreter without lowering it (quick; the accelerator "
                          "computes the same bits); no cycles")
@@ -75,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     except real.ModelMissing as e:
         print(f"skipped: {e}")
         return 0
+    if args.features:
+        with_features(model)
     photos = _support("photos")
     tests = photos.test_views()[: args.limit or None]
     cal = [preprocess(v) for _, v in photos.calibration_views(args.calibration_samples)]
@@ -83,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     options = dict(calibration=args.calibration, equalize=args.equalize, bias_correction=args.bias_correction,
                    keep_float_until=args.keep_float_until)
     ref = real.float_logits(model, xs)
-    got, cycles = [], None
+    cycles = None
     if args.no_lower:
         from vtakit.compiler.graph.build import float_and_int8, optimize
         from vtakit.compiler.graph.execute import run_graph
@@ -93,19 +108,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"quantized in {time.perf_counter() - t0:.1f} s; {options}")
         print_search_notes(notes)
         t0 = time.perf_counter()
-        got = [run_graph(q, {"data": x[None]})["logits"][0] for x in xs]
+        outs = [run_graph(q, {"data": x[None]}) for x in xs]
         where = "the host interpreter"
     else:
         module = compile_module(model, args.config, calibrate=[c[None] for c in cal], **options)
         print(f"compiled in {time.perf_counter() - t0:.1f} s: {len(module.vta_tasks())} accelerator tasks; {options}")
         print_search_notes(module.notes["calibration"])
         t0 = time.perf_counter()
+        outs = []
         for x in xs:
-            got.append(module.run(x[None], device=args.device)["logits"][0])
+            outs.append(module.run(x[None], device=args.device))
             if cycles is None and args.device == "sim":
                 cycles = module.report().accelerator_cycles
         where = args.device
-    got = np.stack(got)
+    got = np.stack([o["logits"][0] for o in outs])
     m = real.agreement(ref, got)
     print(f"{len(xs)} photos ({args.model}) on {where} in {time.perf_counter() - t0:.1f} s: top-1 agreement "
           f"{m.top1:.1%}, top-5 overlap {m.top5:.1%}, mean logits cosine {m.cosine:.4f} (worst {m.worst:.4f})")
@@ -113,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
         odds_ref, odds_got = ref[:, 1] - ref[:, 0], got[:, 1] - got[:, 0]
         print(f"two classes: log-odds float {odds_ref.min():.2f} .. {odds_ref.max():.2f}, int8 error max "
               f"{np.abs(odds_got - odds_ref).max():.3f}, mean {np.abs(odds_got - odds_ref).mean():.3f}")
+    if args.features:
+        f = real.agreement(real.float_logits(model, xs, "features"), np.stack([o["features"][0] for o in outs]))
+        print(f"pooled features: mean cosine {f.cosine:.4f} (worst {f.worst:.4f})")
     if cycles is not None:
         print(f"accelerator cycles per inference ({args.config}): {cycles:,}")
     return 0

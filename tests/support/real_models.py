@@ -73,13 +73,13 @@ def open_nsfw_model():
     return open_nsfw.open_nsfw(open_nsfw_path())
 
 
-def float_logits(model, xs: list[np.ndarray]) -> np.ndarray:
-    """onnxruntime's float logits, one row per (C, H, W) input."""
+def float_logits(model, xs: list[np.ndarray], output: str | None = None) -> np.ndarray:
+    """onnxruntime's float logits (or the named output), one row per (C, H, W) input."""
     import onnxruntime as ort
 
     s = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     name = s.get_inputs()[0].name
-    return np.stack([s.run(None, {name: x[None]})[0][0] for x in xs])
+    return np.stack([s.run([output] if output else None, {name: x[None]})[0][0] for x in xs])
 
 
 @dataclass(frozen=True)
