@@ -53,6 +53,7 @@ import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.channel_scales import channel_attr, fit_bias, weight_exps
+from vtakit.compiler.graph import fixed_point
 from vtakit.compiler.graph.execute import check_feeds, run_graph
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.onnx_frontend import PRECISION
@@ -61,6 +62,8 @@ from vtakit.compiler.graph.ops import Precision, int8_rule, op_def, precision_of
 SAME_SCALE_OPS = tuple(op for op, c in PRECISION.items() if c is Precision.NEUTRAL)
 """int8 ops whose output keeps the input's scale: the precision-neutral ones."""
 EXP_RANGE = (-16, 30)
+REQUANT_NOTE = "requant"
+"""The graph note naming the conv/dense requantization scheme `quantize` applies ("pow2", "multiplier")."""
 
 
 @dataclass
@@ -304,9 +307,12 @@ def _weight_exps(w: np.ndarray, wide: bool) -> np.ndarray:
     return weight_exps(w, _weight_exp, _weight_error)
 
 
-def weight_roundtrip(w: np.ndarray) -> np.ndarray:
+def weight_roundtrip(w: np.ndarray, requant: str = "pow2") -> np.ndarray:
     """The float value of `w` after this module's weight quantization (what bias correction compares):
-    per output channel where the quantizer would choose that (an int8 result)."""
+    per output channel where the quantizer would choose that (an int8 result); float per-channel
+    scales with requant "multiplier" (fixed_point.py)."""
+    if requant == "multiplier":
+        return fixed_point.weight_roundtrip(w)
     e = _weight_exps(w, wide=False).reshape((-1,) + (1,) * (w.ndim - 1))
     return _q(w, e, -127, 127, np.int32).astype(np.float64) * 2.0 ** -e
 
@@ -346,8 +352,11 @@ def quantize(graph: Graph, cal: Calibration, weight_cache: dict | None = None) -
     Quantize/Dequantize at the borders with float ops and the graph's inputs and outputs.
 
     `weight_cache` (a dict kept by the caller) keeps the weight exponents between calls on the same
-    graph: they depend on the weights alone, and the exponent search quantizes it many times."""
+    graph: they depend on the weights alone, and the exponent search quantizes it many times.
+    graph.notes["requant"] "multiplier" gives the conv/dense that requantize to int8 float per-channel
+    weight scales and fixed-point multipliers (fixed_point.py); else power-of-two shifts."""
     g = graph
+    fixed = g.notes.get(REQUANT_NOTE) == "multiplier"
     plan = precision_plan(g)
     int8_nodes = [n for n in g.nodes if n.name in plan.int8]
     int8_names = plan.int8
@@ -407,8 +416,12 @@ def quantize(graph: Graph, cal: Calibration, weight_cache: dict | None = None) -
             x = as_int(n.inputs[0], n)
             w = g.consts[n.inputs[1]]
             bias = g.consts[n.inputs[2]] if len(n.inputs) > 2 and n.inputs[2] else np.zeros(w.shape[0], np.float32)
-            w_q, bias_q, requant = _linear_requant(w, bias, exp[n.inputs[0]], wexp[n.name],
-                                                   None if wide else exp[out], n.attrs.get("act"))
+            if fixed and not wide:
+                w_q, bias_q, requant = fixed_point.fixed_requant(w, bias, exp[n.inputs[0]], exp[out],
+                                                                 _qclip(n.attrs.get("act"), exp[out]), n.name)
+            else:
+                w_q, bias_q, requant = _linear_requant(w, bias, exp[n.inputs[0]], wexp[n.name],
+                                                       None if wide else exp[out], n.attrs.get("act"))
             ins = [x, q.add_const(f"{n.name}.weight_q", w_q)]
             attrs.update(requant)
             if wide:

@@ -1,0 +1,123 @@
+"""Per-channel fixed-point requantization (the TFLite / ONNX QLinear scheme) for configurations with ALU MUL.
+
+With power-of-two scales a conv/dense channel's requantization factor s_x * s_w[c] / s_y is a power of
+two and the epilogue is a shift.  With the MUL extension the weights keep float per-channel scales
+(s_w[c] = max|w[c]| / 127, every channel using the whole int8 range) and the factor f[c] becomes
+
+    y[c] = clip((((acc + bias'[c]) >> p) * M[c]) >> n[c])      with f[c] ~= M[c] * 2**-(p + n[c])
+
+on the accelerator: an immediate SHR by p common to the layer, one MUL by the per-channel vector M (a
+tensor operand in the accumulator buffer, loaded once per output-channel tile like the shift vector),
+the SHR by n (an immediate common part and a vector, `te.split_channel_shift`), then the clip.  The
+host computes the same integers (`channel_scales.requantize_channels`).
+
+Why the widths: the ALU multiplies int32 by int32 and keeps the low 32 bits, so a product must stay
+inside int32 for every input the layer can see, not only the calibrated ones (a wrapped product is a
+wrong sign, not a saturated value).  The bound of |acc + bias'[c]| is exact from the weights
+(128 * sum|w_q[c]| + |bias'[c]|); p is the smallest pre-shift that keeps (|acc| >> p) * M[c] inside
+int32.  M[c] gets MULT_BITS (12) significant bits: its rounding costs at most 2**-12 relative, under
+1/64 of an output step at |y| = 127, while each bit more raises p by one and so coarsens what the
+pre-shift drops; 12 balances the two for the accumulator ranges of ResNet/MobileNet layers (|acc| up
+to ~2**26, |y| <= 127).  Round to nearest: bias' carries half an output step and half a pre-shift step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from vtakit.errors import CompileError
+from vtakit.compiler.graph.channel_scales import BIAS_LIMIT, CHANNEL_SPREAD, channel_attr
+
+MULT_BITS = 12
+"""Significant bits of each channel's multiplier (see the module docstring for why)."""
+REQUANT_MODES = ("auto", "pow2", "multiplier")
+"""auto: multipliers where the configuration has ALU MUL, else power-of-two shifts."""
+INT32_MAX = 2 ** 31 - 1
+
+
+def check_requant(mode: str, alu_mul: bool, label: str) -> str:
+    """The requantization scheme `mode` resolves to on a configuration (one clear error where it cannot)."""
+    if mode not in REQUANT_MODES:
+        raise CompileError(f"unknown requant mode {mode!r}; use one of {', '.join(REQUANT_MODES)}")
+    if mode == "multiplier" and not alu_mul:
+        raise CompileError(f"requant 'multiplier' needs the ALU MUL extension: config {label} has none "
+                           f"(alu_mul is false); use requant 'pow2' or a configuration such as pynq_mul")
+    if mode == "auto":
+        return "multiplier" if alu_mul else "pow2"
+    return mode
+
+
+def weight_scales(w: np.ndarray) -> np.ndarray:
+    """s_w[c] = max|w[c]| / 127 per output channel (1.0 for an all-zero channel, whose weights stay 0)."""
+    amax = np.max(np.abs(w.reshape(w.shape[0], -1).astype(np.float64)), axis=1)
+    return np.where(amax > 0, amax / 127.0, 1.0)
+
+
+def weight_roundtrip(w: np.ndarray) -> np.ndarray:
+    """The float value of `w` after per-channel float-scale int8 quantization (bias correction's view)."""
+    s = weight_scales(w).reshape((-1,) + (1,) * (w.ndim - 1))
+    return np.clip(np.rint(w.astype(np.float64) / s), -127, 127) * s
+
+
+@dataclass(frozen=True)
+class FixedPoint:
+    """One layer's requantization: (acc + rounding[c]) >> pre_shift, times multipliers[c], >> shifts[c]."""
+
+    pre_shift: int
+    multipliers: np.ndarray  # int64, >= 0
+    shifts: np.ndarray       # int64, 0 <= shift < 32, spread <= CHANNEL_SPREAD
+    rounding: np.ndarray     # int64: half an output step and half a pre-shift step, added to the bias
+
+
+def fixed_point(factors: np.ndarray, bounds: np.ndarray, bits: int = MULT_BITS, name: str = "") -> FixedPoint:
+    """Multipliers and shifts for per-channel factors f[c] >= 0 on accumulators with |acc[c]| <= bounds[c]
+    (the bias included, the rounding not): the smallest common pre-shift p with
+    ((bounds[c] + rounding[c]) >> p) + 1) * M[c] <= INT32_MAX, M[c] = round(f[c] * 2**(p + n[c])) of `bits`
+    bits where the shift allows (n[c] >= 0, spread over at most CHANNEL_SPREAD, below 32).  A channel so
+    small that its rounding term would not fit int32 beside the bias always rounds to 0: M[c] = 0."""
+    f = np.asarray(factors, np.float64)
+    bounds = np.asarray(bounds, np.int64)
+    zeros = np.zeros(f.size, np.int64)
+    live = f > 0
+    if not live.any():
+        return FixedPoint(0, zeros, zeros, zeros)
+    total = zeros.copy()  # p + n[c] giving M[c] `bits` bits
+    total[live] = bits - 1 - np.floor(np.log2(f[live])).astype(np.int64)
+    for p in range(32):
+        n = np.maximum(total - p, 0)
+        lo = int(n[live].min())
+        n = np.clip(n, lo, min(lo + CHANNEL_SPREAD, 31))
+        m = np.where(live, np.rint(f * np.exp2((p + n).astype(np.float64))), 0).astype(np.int64)
+        half = np.floor(np.exp2((p + n - 1).astype(np.float64)) / np.maximum(m, 1))
+        m = np.where(half + bounds > BIAS_LIMIT, 0, m)
+        rounding = np.where(m > 0, half, 0).astype(np.int64) + (1 << p >> 1)
+        if np.all((((bounds + rounding) >> p) + 1) * m <= INT32_MAX):
+            return FixedPoint(p, m, n.astype(np.int64), rounding)
+    raise CompileError("no pre-shift keeps the multiplied accumulator inside int32 "
+                       f"(largest factor {float(f.max()):.3g})", node=name or None)
+
+
+def fixed_requant(w: np.ndarray, bias: np.ndarray, e_x: int, e_y: int,
+                  clip: tuple[int, int], name: str) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Int8 weights (float per-channel scales), int32 bias and the QConv/QDense attributes of the
+    fixed-point epilogue for input exponent e_x and output exponent e_y (power-of-two activations)."""
+    s_w = weight_scales(w)
+    s_x = 2.0 ** -e_x
+    # a bias too large for int32 at the channel's scale coarsens that channel's weight scale
+    s_w = np.maximum(s_w, np.abs(bias.astype(np.float64)) / (s_x * BIAS_LIMIT))
+    rows = np.clip(np.rint(w.astype(np.float64) / s_w.reshape((-1,) + (1,) * (w.ndim - 1))), -127, 127)
+    w_q = rows.astype(np.int8)
+    bias_q = np.rint(bias.astype(np.float64) / (s_x * s_w)).astype(np.int64)
+    flat = w_q.reshape(w.shape[0], -1).astype(np.int64)
+    factors = np.where(np.any(flat != 0, axis=1) | (bias_q != 0), s_x * s_w * 2.0 ** e_y, 0.0)
+    fp = fixed_point(factors, 128 * np.sum(np.abs(flat), axis=1) + np.abs(bias_q), name=name)
+    attrs = dict(pre_shift=fp.pre_shift, multiplier=tuple(int(m) for m in fp.multipliers),
+                 shift=channel_attr(fp.shifts), clip=clip)
+    return w_q, bias_q + fp.rounding, attrs
+
+
+def is_fixed(attrs: dict) -> bool:
+    """Whether a QConv/QDense requantizes with per-channel multipliers."""
+    return "multiplier" in attrs
