@@ -49,10 +49,24 @@ def check_requant(mode: str, alu_mul: bool, label: str) -> str:
     return mode
 
 
+SCALE_FRACTIONS = np.linspace(0.5, 1.0, 26)
+"""Candidate weight scales, as fractions of max|w[c]| / 127: each channel takes the least squared error."""
+
+
 def weight_scales(w: np.ndarray) -> np.ndarray:
-    """s_w[c] = max|w[c]| / 127 per output channel (1.0 for an all-zero channel, whose weights stay 0)."""
-    amax = np.max(np.abs(w.reshape(w.shape[0], -1).astype(np.float64)), axis=1)
-    return np.where(amax > 0, amax / 127.0, 1.0)
+    """s_w[c] per output channel: among SCALE_FRACTIONS of max|w[c]| / 127 (which clips nothing), the one
+    with the least squared error (clipping a channel's rare largest weights buys the others resolution,
+    as the power-of-two exponents' choice does); 1.0 for an all-zero channel, whose weights stay 0."""
+    rows = w.reshape(w.shape[0], -1).astype(np.float64)
+    amax = np.max(np.abs(rows), axis=1)
+    top = np.where(amax > 0, amax / 127.0, 1.0)
+    best, err = top, np.full(len(top), np.inf)
+    for r in SCALE_FRACTIONS:
+        s = (top * r)[:, None]
+        e = np.sum(np.square(np.clip(np.rint(rows / s), -127, 127) * s - rows), axis=1)
+        better = e < err
+        best, err = np.where(better, top * r, best), np.where(better, e, err)
+    return best
 
 
 def weight_roundtrip(w: np.ndarray) -> np.ndarray:

@@ -101,7 +101,7 @@ def _depthwise_args(g: Graph, n: Node, cfg: HwConfig) -> tuple[dict, np.ndarray 
     return dict(x_shape=g.tensors[n.inputs[0]].shape, kernel=tuple(a["kernel"]), stride=a["strides"][0],
                 pads=tuple(a["pads"]), bias=len(n.inputs) > 2 and bool(n.inputs[2]), shift=shift,
                 clip=tuple(a["clip"]) if "clip" in a else None, channel_shift=shift_vector is not None,
-                name=n.name), shift_vector
+                pre_shift=a.get("pre_shift", 0) if "multiplier" in a else None, name=n.name), shift_vector
 
 
 def place_depthwise(g: Graph, n: Node, cfg: HwConfig) -> str | None:
@@ -111,8 +111,6 @@ def place_depthwise(g: Graph, n: Node, cfg: HwConfig) -> str | None:
         return "grouped convolution (only depthwise: one input channel per group)"
     if g.tensors[n.inputs[0]].dtype != "int8":
         return "no accelerator form"
-    if "multiplier" in n.attrs:
-        return "per-channel multipliers are not in the depthwise form yet (requant pow2 puts it on the accelerator)"
     reason = depthwise_reason(cfg)
     if reason:
         return reason
@@ -131,6 +129,8 @@ def lower_depthwise(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> 
         consts["bias"] = pack_bias(g.consts[n.inputs[2]], cfg.batch, cfg.block_out)
     if shift_vector is not None:
         consts["shift"] = pack_bias(shift_vector, cfg.batch, cfg.block_out)
+    if "multiplier" in n.attrs:
+        consts["mult"] = pack_bias(np.asarray(n.attrs["multiplier"], np.int32), cfg.batch, cfg.block_out)
     macs = int(np.prod(nchw(g.tensors[n.outputs[0]].shape), dtype=np.int64)) * w.shape[2] * w.shape[3]
     return AccelProgram(op, used, consts, {"data": n.inputs[0]}, macs)
 
