@@ -32,6 +32,11 @@ from vtakit.compiler.graph.channel_scales import BIAS_LIMIT, CHANNEL_SPREAD, cha
 
 MULT_BITS = 12
 """Significant bits of each channel's multiplier (see the module docstring for why)."""
+HEADROOM = 8
+"""Requantization factors up to about 2**HEADROOM are allowed (an output finer than its accumulator):
+with a multiplier they cost nothing, so `quantize` need not coarsen an output exponent for its weights,
+as power-of-two shifts (>= 0) must; M[c] then has up to MULT_BITS + HEADROOM bits, still inside int32
+with the pre-shift `fixed_point` finds."""
 REQUANT_MODES = ("auto", "pow2", "multiplier")
 """auto: multipliers where the configuration has ALU MUL, else power-of-two shifts."""
 INT32_MAX = 2 ** 31 - 1

@@ -368,7 +368,9 @@ def quantize(graph: Graph, cal: Calibration, weight_cache: dict | None = None) -
             if key not in cache:
                 cache[key] = _weight_exps(g.consts[n.inputs[1]], key[1])
             wexp[n.name] = cache[key]
-    exp = assign_exponents(g, cal, int8_nodes, {k: int(e.min()) for k, e in wexp.items()})
+    # a multiplier expresses factors above 1 (fixed_point.HEADROOM): no output needs coarsening for its weights
+    headroom = {k: fixed_point.HEADROOM if fixed and k not in plan.wide else 0 for k in wexp}
+    exp = assign_exponents(g, cal, int8_nodes, {k: int(e.min()) + headroom[k] for k, e in wexp.items()})
     q = Graph([], {}, list(g.inputs), list(g.outputs), {}, g.name, dict(g.notes))
     for t in g.inputs:
         q.tensors[t] = g.tensors[t]
