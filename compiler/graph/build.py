@@ -29,7 +29,7 @@ from vtakit.compiler.graph.calibration import DEFAULT_METHOD, calibrate as run_c
 from vtakit.compiler.graph.equalize import check_mode, correct_bias, equalize as equalize_ranges
 from vtakit.compiler.graph.exponent_search import Progress, check_target, float_outputs, search_exponents
 from vtakit.compiler.graph.exponent_search import keep_float_until as keep_float_until_met
-from vtakit.compiler.graph.quantize import (REQUANT_NOTE, Calibration, keep_nodes_float, quantize,
+from vtakit.compiler.graph.quantize import (REQUANT_NOTE, Calibration, graph_roundtrip, keep_nodes_float, quantize,
                                             strip_fake_quant, weight_roundtrip)
 from vtakit.compiler.graph.fixed_point import check_requant
 from vtakit.compiler.graph.simplify import simplify
@@ -79,8 +79,7 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
     t1 = time.perf_counter()
     want = float_outputs(g, samples) if calibration == "search" or keep_float_until is not None else []
     uncorrected = prepare_for_int8(g, samples, equalize=equalize, bias_correction=False)
-    roundtrip = qdq.weight_roundtrip(g.notes.get("qdq", QdqScales()),
-                                     lambda w: weight_roundtrip(w, requant))
+    roundtrip = qdq.weight_roundtrip(g.notes.get("qdq", QdqScales()), graph_roundtrip(uncorrected, requant))
     g = prepare_for_int8(uncorrected, samples, equalize="off", bias_correction=bias_correction, roundtrip=roundtrip)
     cal: Calibration = run_calibration(g, samples, calibration)
     cal.synthetic = synthetic

@@ -317,6 +317,25 @@ def weight_roundtrip(w: np.ndarray, requant: str = "pow2") -> np.ndarray:
     return _q(w, e, -127, 127, np.int32).astype(np.float64) * 2.0 ** -e
 
 
+def graph_roundtrip(g: Graph, requant: str):
+    """`weight_roundtrip` as `quantize` will treat each weight of `g`: with multipliers, a conv/dense that
+    keeps its int32 accumulator still gets power-of-two exponents (recognized by its weights' bytes)."""
+    if requant != "multiplier":
+        return weight_roundtrip
+    plan = precision_plan(g)
+    wide = {_bytes_key(g.consts[n.inputs[1]]) for n in g.nodes if n.name in plan.wide}
+
+    def roundtrip(w: np.ndarray) -> np.ndarray:
+        return weight_roundtrip(w, "pow2" if _bytes_key(w) in wide else requant)
+
+    return roundtrip
+
+
+def _bytes_key(w: np.ndarray) -> tuple:
+    a = np.ascontiguousarray(w)
+    return a.shape, a.dtype.str, hash(a.tobytes())
+
+
 def _linear_requant(w: np.ndarray, bias: np.ndarray, e_x: int, e_w: np.ndarray, e_y: int | None,
                     act) -> tuple[np.ndarray, np.ndarray, dict]:
     """Quantized weights and bias (int64, unclipped) of a conv/dense and its requantizing attributes:
