@@ -193,7 +193,8 @@ def host_cycles(cfg: HwConfig, s: DepthwiseShape) -> float:
 
 @lru_cache(maxsize=256)
 def simulated_cycles(cfg: HwConfig, *, x_shape, kernel: tuple[int, int], stride: int, pads: Pads, bias: bool,
-                     shift: int | None, clip: tuple[int, int] | None, channel_shift: bool, pre_shift: int | None,
+                     shift: int | None, clip: tuple[int, int] | None, channel_shift: bool,
+                     pre_shift: int | None = None,
                      name: str = "depthwise") -> int:
     """The cycle model's count for the compiled depthwise convolution, run once on zeros (its timing does not
     depend on the values).  Cached: the partition asks again for each reader of the result."""
