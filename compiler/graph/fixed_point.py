@@ -2,7 +2,8 @@
 
 With power-of-two scales a conv/dense channel's requantization factor s_x * s_w[c] / s_y is a power of
 two and the epilogue is a shift.  With the MUL extension the weights keep float per-channel scales
-(s_w[c] = max|w[c]| / 127, every channel using the whole int8 range) and the factor f[c] becomes
+(`weight_scales`: the least-squared-error scale at or below max|w[c]| / 127, no power-of-two rounding; the
+activations keep their power-of-two exponents) and the factor f[c] becomes
 
     y[c] = clip((((acc + bias'[c]) >> p) * M[c]) >> n[c])      with f[c] ~= M[c] * 2**-(p + n[c])
 
@@ -15,10 +16,12 @@ Why the widths: the ALU multiplies int32 by int32 and keeps the low 32 bits, so 
 inside int32 for every input the layer can see, not only the calibrated ones (a wrapped product is a
 wrong sign, not a saturated value).  The bound of |acc + bias'[c]| is exact from the weights
 (128 * sum|w_q[c]| + |bias'[c]|); p is the smallest pre-shift that keeps (|acc| >> p) * M[c] inside
-int32.  M[c] gets MULT_BITS (12) significant bits: its rounding costs at most 2**-12 relative, under
-1/64 of an output step at |y| = 127, while each bit more raises p by one and so coarsens what the
-pre-shift drops; 12 balances the two for the accumulator ranges of ResNet/MobileNet layers (|acc| up
-to ~2**26, |y| <= 127).  Round to nearest: bias' carries half an output step and half a pre-shift step.
+int32.  So each multiplier bit costs a pre-shift bit once the bound is large: B bits of M cost about
+2**-B relative error (|y| * 2**-B output steps), p pre-shift bits cost up to 2**p * f[c] output steps.
+One width for all layers loses either way (EfficientNet-Lite0 on the photos, host int8 = accelerator
+bits: B = 8 cosine 0.9835, 10: 0.9832, 12: 0.9806, 16: 0.9747, the pre-shift of its wide 1x1 layers
+dominating at 16), so `best_fixed_point` picks B per layer (6..16) by the estimated added error
+(`epilogue_error`).  Round to nearest: bias' carries half an output step and half a pre-shift step.
 """
 
 from __future__ import annotations
@@ -31,7 +34,11 @@ from vtakit.errors import CompileError
 from vtakit.compiler.graph.channel_scales import BIAS_LIMIT, CHANNEL_SPREAD, channel_attr
 
 MULT_BITS = 12
-"""Significant bits of each channel's multiplier (see the module docstring for why)."""
+"""Significant bits of each channel's multiplier where the caller fixes the width (`fixed_point`)."""
+BITS_RANGE = range(6, 17)
+"""Multiplier widths `best_fixed_point` weighs per layer."""
+TYPICAL_OUTPUT = 64
+"""|y| at which `epilogue_error` judges the multiplier's relative error (half the int8 range)."""
 HEADROOM = 8
 """Requantization factors up to about 2**HEADROOM are allowed (an output finer than its accumulator):
 with a multiplier they cost nothing, so `quantize` need not coarsen an output exponent for its weights,
@@ -118,6 +125,26 @@ def fixed_point(factors: np.ndarray, bounds: np.ndarray, bits: int = MULT_BITS, 
                        f"(largest factor {float(f.max()):.3g})", node=name or None)
 
 
+def epilogue_error(fp: FixedPoint, factors: np.ndarray) -> float:
+    """Mean squared error (in output steps, over the live channels) the epilogue adds to exact rounding:
+    the multiplier's relative error at a typical |y| of TYPICAL_OUTPUT, and the pre-shift's dropped bits
+    (uniform over 2**p accumulator units, f[c] output steps each)."""
+    f = np.asarray(factors, np.float64)
+    live = (f > 0) & (fp.multipliers > 0)
+    if not live.any():
+        return 0.0
+    exact = fp.multipliers[live] * np.exp2(-(fp.pre_shift + fp.shifts[live]).astype(np.float64))
+    relative = np.abs(exact - f[live]) / f[live]
+    return float(np.mean(np.square(relative * TYPICAL_OUTPUT) + np.square(2.0 ** fp.pre_shift * f[live]) / 12))
+
+
+def best_fixed_point(factors: np.ndarray, bounds: np.ndarray, name: str = "") -> FixedPoint:
+    """`fixed_point` with the multiplier width in BITS_RANGE whose `epilogue_error` is least: a layer whose
+    accumulator bound is large pays for each multiplier bit with a pre-shift bit (see the module docstring)."""
+    fits = [fixed_point(factors, bounds, b, name) for b in BITS_RANGE]
+    return min(fits, key=lambda fp: epilogue_error(fp, factors))
+
+
 def fixed_requant(w: np.ndarray, bias: np.ndarray, e_x: int, e_y: int,
                   clip: tuple[int, int], name: str) -> tuple[np.ndarray, np.ndarray, dict]:
     """Int8 weights (float per-channel scales), int32 bias and the QConv/QDense attributes of the
@@ -131,7 +158,7 @@ def fixed_requant(w: np.ndarray, bias: np.ndarray, e_x: int, e_y: int,
     bias_q = np.rint(bias.astype(np.float64) / (s_x * s_w)).astype(np.int64)
     flat = w_q.reshape(w.shape[0], -1).astype(np.int64)
     factors = np.where(np.any(flat != 0, axis=1) | (bias_q != 0), s_x * s_w * 2.0 ** e_y, 0.0)
-    fp = fixed_point(factors, 128 * np.sum(np.abs(flat), axis=1) + np.abs(bias_q), name=name)
+    fp = best_fixed_point(factors, 128 * np.sum(np.abs(flat), axis=1) + np.abs(bias_q), name=name)
     attrs = dict(pre_shift=fp.pre_shift, multiplier=tuple(int(m) for m in fp.multipliers),
                  shift=channel_attr(fp.shifts), clip=clip)
     return w_q, bias_q + fp.rounding, attrs
