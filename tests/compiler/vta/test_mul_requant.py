@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from vtakit.compiler.graph.channel_scales import requantize_channels
-from vtakit.compiler.graph.fixed_point import INT32_MAX, MULT_BITS, fixed_point
+from vtakit.compiler.graph.fixed_point import (INT32_MAX, MULT_BITS, best_fixed_point, epilogue_error,
+                                               fixed_point)
 from vtakit.compiler.vta import ops, reference
 from vtakit.compiler.vta.te import conv2d_def
 from vtakit.errors import CompileError
@@ -39,6 +40,18 @@ def test_multipliers_have_their_bits_and_the_worst_product_fits_int32():
     bound = 128 * np.abs(w.astype(np.int64)).reshape(48, -1).sum(axis=1) + np.abs(b) + fp.rounding
     assert np.all(((bound >> fp.pre_shift) + 1) * fp.multipliers <= INT32_MAX)
     assert np.allclose(fp.multipliers * np.exp2(-(fp.pre_shift + fp.shifts).astype(float)), f, rtol=2.0 ** -MULT_BITS)
+
+
+def test_each_layer_gets_the_multiplier_width_that_adds_least_error():
+    """A small accumulator bound affords wide multipliers without a pre-shift; a large one (a wide 1x1
+    layer's worst case) trades multiplier bits for pre-shift bits, and the choice beats any fixed width."""
+    f = np.exp2(RNG.uniform(-9, -6, 16))
+    small = best_fixed_point(f, np.full(16, 2 ** 14))
+    large = best_fixed_point(f, np.full(16, 2 ** 26))
+    assert small.pre_shift == 0 and large.pre_shift > 0
+    assert int(small.multipliers.max()).bit_length() > int(large.multipliers.max()).bit_length()
+    for bits in (8, 12, 16):
+        assert epilogue_error(large, f) <= epilogue_error(fixed_point(f, np.full(16, 2 ** 26), bits), f)
 
 
 def test_the_host_epilogue_rounds_to_nearest():
