@@ -37,6 +37,9 @@ MULT_BITS = 12
 """Significant bits of each channel's multiplier where the caller fixes the width (`fixed_point`)."""
 BITS_RANGE = range(6, 17)
 """Multiplier widths `best_fixed_point` weighs per layer."""
+VECTOR_ERROR = 0.01
+"""Mean squared error (output steps) one shift for all channels may add to save the shift vector: an eighth
+of int8 rounding's own 1/12."""
 TYPICAL_OUTPUT = 64
 """|y| at which `epilogue_error` judges the multiplier's relative error (half the int8 range)."""
 HEADROOM = 8
@@ -97,11 +100,13 @@ class FixedPoint:
     rounding: np.ndarray     # int64: half an output step and half a pre-shift step, added to the bias
 
 
-def fixed_point(factors: np.ndarray, bounds: np.ndarray, bits: int = MULT_BITS, name: str = "") -> FixedPoint:
+def fixed_point(factors: np.ndarray, bounds: np.ndarray, bits: int = MULT_BITS, name: str = "",
+                spread: int = CHANNEL_SPREAD) -> FixedPoint:
     """Multipliers and shifts for per-channel factors f[c] >= 0 on accumulators with |acc[c]| <= bounds[c]
     (the bias included, the rounding not): the smallest common pre-shift p with
     ((bounds[c] + rounding[c]) >> p) + 1) * M[c] <= INT32_MAX, M[c] = round(f[c] * 2**(p + n[c])) of `bits`
-    bits where the shift allows (n[c] >= 0, spread over at most CHANNEL_SPREAD, below 32).  A channel so
+    bits where the shift allows (n[c] >= 0, spread over at most `spread`, below 32; spread 0: one shift
+    for all, the smaller channels' multipliers having fewer bits).  A channel so
     small that its rounding term would not fit int32 beside the bias always rounds to 0: M[c] = 0."""
     f = np.asarray(factors, np.float64)
     bounds = np.asarray(bounds, np.int64)
@@ -114,7 +119,7 @@ def fixed_point(factors: np.ndarray, bounds: np.ndarray, bits: int = MULT_BITS, 
     for p in range(32):
         n = np.maximum(total - p, 0)
         lo = int(n[live].min())
-        n = np.clip(n, lo, min(lo + CHANNEL_SPREAD, 31))
+        n = np.clip(n, lo, min(lo + spread, 31))
         m = np.where(live, np.rint(f * np.exp2((p + n).astype(np.float64))), 0).astype(np.int64)
         half = np.floor(np.exp2((p + n - 1).astype(np.float64)) / np.maximum(m, 1))
         m = np.where(half + bounds > BIAS_LIMIT, 0, m)
@@ -140,9 +145,15 @@ def epilogue_error(fp: FixedPoint, factors: np.ndarray) -> float:
 
 def best_fixed_point(factors: np.ndarray, bounds: np.ndarray, name: str = "") -> FixedPoint:
     """`fixed_point` with the multiplier width in BITS_RANGE whose `epilogue_error` is least: a layer whose
-    accumulator bound is large pays for each multiplier bit with a pre-shift bit (see the module docstring)."""
-    fits = [fixed_point(factors, bounds, b, name) for b in BITS_RANGE]
-    return min(fits, key=lambda fp: epilogue_error(fp, factors))
+    accumulator bound is large pays for each multiplier bit with a pre-shift bit (see the module docstring).
+    One shift for all channels (no shift vector: an ALU pass with a tensor operand, 2 cycles per output
+    entry, saved) where that adds at most VECTOR_ERROR to the error."""
+    def best(spread: int) -> tuple[float, FixedPoint]:
+        fits = [fixed_point(factors, bounds, b, name, spread) for b in BITS_RANGE]
+        return min(((epilogue_error(fp, factors), fp) for fp in fits), key=lambda t: t[0])
+
+    (err, fp), (err0, fp0) = best(CHANNEL_SPREAD), best(0)
+    return fp0 if err0 <= err + VECTOR_ERROR else fp
 
 
 def fixed_requant(w: np.ndarray, bias: np.ndarray, e_x: int, e_y: int,
