@@ -18,18 +18,20 @@ RNG = np.random.default_rng(1616)
 SHAPE = (1, 16, 24, 24)
 
 
-def _w(shape) -> np.ndarray:
-    """Output channels whose ranges differ by up to 2**5, each a little above a power of two (where a
-    power-of-two scale wastes almost a bit)."""
+def _w(shape, spread: int = 0) -> np.ndarray:
+    """Output channels whose ranges lie a little above a power of two (where a power-of-two scale wastes
+    almost a bit), differing by up to 2**spread."""
     gains = RNG.uniform(1.0, 1.05, shape[0])
+    if spread:
+        gains *= 2.0 ** -RNG.integers(0, spread + 1, shape[0])
     w = RNG.standard_normal(shape)
     w /= np.abs(w.reshape(shape[0], -1)).max(axis=1).reshape((-1,) + (1,) * (len(shape) - 1))
     return (w * gains.reshape((-1,) + (1,) * (len(shape) - 1)) * 0.2).astype(np.float32)
 
 
-def _model():
-    inits = {"w1": _w((32, 16, 3, 3)), "b1": (RNG.standard_normal(32) * 0.02).astype(np.float32),
-             "wd": _w((32, 1, 5, 5)), "w2": _w((24, 32, 1, 1)), "wf": (RNG.standard_normal((10, 24 * 576)) * 0.02).astype(np.float32)}
+def _model(spread: int = 0):
+    inits = {"w1": _w((32, 16, 3, 3), spread), "b1": (RNG.standard_normal(32) * 0.02).astype(np.float32),
+             "wd": _w((32, 1, 5, 5), spread), "w2": _w((24, 32, 1, 1), spread), "wf": (RNG.standard_normal((10, 24 * 576)) * 0.02).astype(np.float32)}
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"]),
              helper.make_node("Conv", ["r1", "wd"], ["d"], pads=[2, 2, 2, 2], group=32),
@@ -67,6 +69,17 @@ def test_bit_identical_on_host_fsim_and_cycle_model(compiled):
     assert np.array_equal(compiled.run(X, device="fsim")["y"], ref)
     assert np.array_equal(compiled.run(X, device="sim")["y"], ref)
     assert compiled.last_run.accelerator_cycles > 0
+
+
+def test_channels_far_apart_keep_a_shift_vector_beside_the_multipliers():
+    """Channel ranges spread over 2**12: each conv's epilogue reads both vectors, still bit-identical."""
+    module = vtakit.compile(_model(spread=12), "pynq_mul", calibrate=SAMPLES)
+    convs = [n for n in module.graph.nodes if n.op == "QConv"]
+    assert all(isinstance(n.attrs["shift"], tuple) and "multiplier" in n.attrs for n in convs)
+    assert {n.name for n in convs} <= {t.node for t in module.vta_tasks()}
+    ref = module.run(X, device="cpu")["y"]
+    assert np.array_equal(module.run(X, device="fsim")["y"], ref)
+    assert np.array_equal(module.run(X, device="sim")["y"], ref)
 
 
 def test_pynq_is_unchanged_and_refuses_multipliers_in_one_line():
