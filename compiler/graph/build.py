@@ -29,7 +29,7 @@ from vtakit.compiler.graph.calibration import DEFAULT_METHOD, calibrate as run_c
 from vtakit.compiler.graph.equalize import check_mode, correct_bias, equalize as equalize_ranges
 from vtakit.compiler.graph.exponent_search import Progress, check_target, float_outputs, search_exponents
 from vtakit.compiler.graph.exponent_search import keep_float_until as keep_float_until_met
-from vtakit.compiler.graph.quantize import (REQUANT_NOTE, Calibration, graph_roundtrip, keep_nodes_float, quantize,
+from vtakit.compiler.graph.quantize import (POW2_NODES_NOTE, REQUANT_NOTE, Calibration, graph_roundtrip, keep_nodes_float, quantize,
                                             strip_fake_quant, weight_roundtrip)
 from vtakit.compiler.graph.fixed_point import check_requant
 from vtakit.compiler.graph.simplify import simplify
@@ -92,6 +92,7 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
     marked, cache = keep_nodes_float(g, keep_float, uncorrected), {}
     marked.notes[REQUANT_NOTE] = requant
     qdq_nodes = qdq.seed_weight_cache(marked, scales, cache, [n for n in marked.nodes if int8_rule(n.op) == "weights"])
+    marked.notes[POW2_NODES_NOTE] = tuple(qdq_nodes)  # a QDQ model's weights keep their own scales
     if calibration == "search":
         notes["search"] = asdict(search_exponents(marked, cal, samples, want, progress, cache))
     if keep_float_until is not None:

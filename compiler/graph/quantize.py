@@ -64,6 +64,9 @@ SAME_SCALE_OPS = tuple(op for op, c in PRECISION.items() if c is Precision.NEUTR
 EXP_RANGE = (-16, 30)
 REQUANT_NOTE = "requant"
 """The graph note naming the conv/dense requantization scheme `quantize` applies ("pow2", "multiplier")."""
+POW2_NODES_NOTE = "pow2_nodes"
+"""The graph note naming conv/dense nodes that keep power-of-two weight exponents under "multiplier": a QDQ
+model's, whose own scales `qdq.seed_weight_cache` put in the weight cache."""
 
 
 @dataclass
@@ -376,6 +379,7 @@ def quantize(graph: Graph, cal: Calibration, weight_cache: dict | None = None) -
     weight scales and fixed-point multipliers (fixed_point.py); else power-of-two shifts."""
     g = graph
     fixed = g.notes.get(REQUANT_NOTE) == "multiplier"
+    pow2_nodes = set(g.notes.get(POW2_NODES_NOTE, ()))
     plan = precision_plan(g)
     int8_nodes = [n for n in g.nodes if n.name in plan.int8]
     int8_names = plan.int8
@@ -388,7 +392,8 @@ def quantize(graph: Graph, cal: Calibration, weight_cache: dict | None = None) -
                 cache[key] = _weight_exps(g.consts[n.inputs[1]], key[1])
             wexp[n.name] = cache[key]
     # a multiplier expresses factors above 1 (fixed_point.HEADROOM): no output needs coarsening for its weights
-    headroom = {k: fixed_point.HEADROOM if fixed and k not in plan.wide else 0 for k in wexp}
+    multiplied = {k for k in wexp if fixed and k not in plan.wide and k not in pow2_nodes}
+    headroom = {k: fixed_point.HEADROOM if k in multiplied else 0 for k in wexp}
     exp = assign_exponents(g, cal, int8_nodes, {k: int(e.min()) + headroom[k] for k, e in wexp.items()})
     q = Graph([], {}, list(g.inputs), list(g.outputs), {}, g.name, dict(g.notes))
     for t in g.inputs:
@@ -437,7 +442,7 @@ def quantize(graph: Graph, cal: Calibration, weight_cache: dict | None = None) -
             x = as_int(n.inputs[0], n)
             w = g.consts[n.inputs[1]]
             bias = g.consts[n.inputs[2]] if len(n.inputs) > 2 and n.inputs[2] else np.zeros(w.shape[0], np.float32)
-            if fixed and not wide:
+            if n.name in multiplied:
                 w_q, bias_q, requant = fixed_point.fixed_requant(w, bias, exp[n.inputs[0]], exp[out],
                                                                  _qclip(n.attrs.get("act"), exp[out]), n.name)
             else:
