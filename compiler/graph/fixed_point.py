@@ -45,7 +45,7 @@ TYPICAL_OUTPUT = 64
 HEADROOM = 8
 """Requantization factors up to about 2**HEADROOM are allowed (an output finer than its accumulator):
 with a multiplier they cost nothing, so `quantize` need not coarsen an output exponent for its weights,
-as power-of-two shifts (>= 0) must; M[c] then has up to MULT_BITS + HEADROOM bits, still inside int32
+as power-of-two shifts (>= 0) must; M[c] then has up to HEADROOM bits more than its width, still inside int32
 with the pre-shift `fixed_point` finds."""
 REQUANT_MODES = ("auto", "pow2", "multiplier")
 """auto: multipliers where the configuration has ALU MUL, else power-of-two shifts."""
@@ -173,8 +173,3 @@ def fixed_requant(w: np.ndarray, bias: np.ndarray, e_x: int, e_y: int,
     attrs = dict(pre_shift=fp.pre_shift, multiplier=tuple(int(m) for m in fp.multipliers),
                  shift=channel_attr(fp.shifts), clip=clip)
     return w_q, bias_q + fp.rounding, attrs
-
-
-def is_fixed(attrs: dict) -> bool:
-    """Whether a QConv/QDense requantizes with per-channel multipliers."""
-    return "multiplier" in attrs
