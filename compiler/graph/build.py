@@ -29,8 +29,9 @@ from vtakit.compiler.graph.calibration import DEFAULT_METHOD, calibrate as run_c
 from vtakit.compiler.graph.equalize import check_mode, correct_bias, equalize as equalize_ranges
 from vtakit.compiler.graph.exponent_search import Progress, check_target, float_outputs, search_exponents
 from vtakit.compiler.graph.exponent_search import keep_float_until as keep_float_until_met
-from vtakit.compiler.graph.quantize import (Calibration, keep_nodes_float, quantize, strip_fake_quant,
-                                            weight_roundtrip)
+from vtakit.compiler.graph.quantize import (POW2_NODES_NOTE, REQUANT_NOTE, Calibration, graph_roundtrip, keep_nodes_float, quantize,
+                                            strip_fake_quant, weight_roundtrip)
+from vtakit.compiler.graph.fixed_point import check_requant
 from vtakit.compiler.graph.simplify import simplify
 from vtakit.compiler.graph import qdq
 from vtakit.compiler.graph.qdq import QdqScales, read_scales
@@ -43,6 +44,7 @@ HOSTS = ("cpu", "cuda")
 SYNTHETIC_SAMPLES = 4
 EQUALIZE = "off"  # cross-layer equalization before quantization: equalize.MODES (measured in the README)
 BIAS_CORRECTION = True  # wins on EfficientNet-Lite0: see the README's accuracy figures
+REQUANT = "auto"  # fixed-point multipliers where the config has ALU MUL (fixed_point.py; README, issue 16)
 
 
 def optimize(graph: Graph, *, keep_fake_quant: bool = False) -> Graph:
@@ -63,8 +65,10 @@ def optimize(graph: Graph, *, keep_fake_quant: bool = False) -> Graph:
 def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEFAULT_METHOD,
                    equalize: str = EQUALIZE, bias_correction: bool = BIAS_CORRECTION,
                    keep_float=(), keep_float_until: float | None = None,
-                   progress: Progress | None = None) -> tuple[Graph, Graph, dict[str, Any]]:
+                   progress: Progress | None = None, requant: str = "pow2") -> tuple[Graph, Graph, dict[str, Any]]:
     """(the float graph quantized from, the int8 graph, calibration notes) for an optimized graph.
+
+    requant: "pow2" or "multiplier" (as `fixed_point.check_requant` resolves it for the config).
 
     calibration "search" and keep_float_until judge the int8 graph by its outputs against `g`'s on
     the calibration samples (exponent_search)."""
@@ -75,7 +79,7 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
     t1 = time.perf_counter()
     want = float_outputs(g, samples) if calibration == "search" or keep_float_until is not None else []
     uncorrected = prepare_for_int8(g, samples, equalize=equalize, bias_correction=False)
-    roundtrip = qdq.weight_roundtrip(g.notes.get("qdq", QdqScales()), weight_roundtrip)
+    roundtrip = qdq.weight_roundtrip(g.notes.get("qdq", QdqScales()), graph_roundtrip(uncorrected, requant))
     g = prepare_for_int8(uncorrected, samples, equalize="off", bias_correction=bias_correction, roundtrip=roundtrip)
     cal: Calibration = run_calibration(g, samples, calibration)
     cal.synthetic = synthetic
@@ -84,9 +88,11 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
         scales = QdqScales(notes=[*scales.notes, f"equalize {equalize}: the model's scales are not used"])
     cal.fixed.update(scales.act)  # the model's activation scales replace calibration for their tensors
     notes: dict[str, Any] = dict(samples=len(samples), synthetic=synthetic, method=calibration, equalize=equalize,
-                                 bias_correction=bias_correction)
+                                 bias_correction=bias_correction, requant=requant)
     marked, cache = keep_nodes_float(g, keep_float, uncorrected), {}
+    marked.notes[REQUANT_NOTE] = requant
     qdq_nodes = qdq.seed_weight_cache(marked, scales, cache, [n for n in marked.nodes if int8_rule(n.op) == "weights"])
+    marked.notes[POW2_NODES_NOTE] = tuple(qdq_nodes)  # a QDQ model's weights keep their own scales
     if calibration == "search":
         notes["search"] = asdict(search_exponents(marked, cal, samples, want, progress, cache))
     if keep_float_until is not None:
@@ -166,14 +172,15 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
                    schedules: dict[str, Any] | None = None, seed: int = 0, host: str = "cpu",
                    calibration: str = DEFAULT_METHOD, equalize: str = EQUALIZE, bias_correction: bool = BIAS_CORRECTION,
                    keep_float: tuple[str, ...] = (), keep_float_until: float | None = None,
-                   progress: Progress | None = None) -> CompiledModule:
+                   progress: Progress | None = None, requant: str = REQUANT) -> CompiledModule:
     """Compile an ONNX model (path, bytes or ModelProto) for `config`; see the module docstring.
 
     calibration: how activation exponents are chosen (compiler.graph.calibration.METHODS);
     equalize / bias_correction: the passes of compiler.graph.equalize before quantization;
     keep_float: nodes that stay float on the host; keep_float_until: a mean output cosine on the
     calibration samples, reached by keeping the worst layers float too (exponent_search);
-    progress(phase, done, total): called during the searches."""
+    progress(phase, done, total): called during the searches; requant: how conv/dense requantize
+    (fixed_point.REQUANT_MODES: "auto" is "multiplier" where the config has ALU MUL, else "pow2")."""
     if target not in TARGETS:
         raise CompileError(f"unknown target {target!r}; use one of {', '.join(TARGETS)}")
     if host not in HOSTS:
@@ -183,6 +190,7 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
     cfg = HwConfig.load(config)
     check_method(calibration)
     check_mode(equalize)
+    requant = check_requant(requant, cfg.alu_mul, cfg.label)
     if keep_float_until is not None:
         check_target(keep_float_until)
     t0 = time.perf_counter()
@@ -200,7 +208,8 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
                               host="cuda" if target == "cuda" else "cpu")
     _, q, notes["calibration"] = float_and_int8(g, calibrate, seed=seed, calibration=calibration, equalize=equalize,
                                                 bias_correction=bias_correction, keep_float=keep_float,
-                                                keep_float_until=keep_float_until, progress=progress)
+                                                keep_float_until=keep_float_until, progress=progress,
+                                                requant=requant)
     if isinstance(partition_options, dict):
         partition_options = PartitionOptions(**partition_options)
     place = partition(q, cfg, partition_options)

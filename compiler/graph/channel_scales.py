@@ -81,22 +81,35 @@ def channel_attr(values: np.ndarray) -> int | tuple[int, ...]:
     return tuple(int(v) for v in values)
 
 
-def requantize_channels(acc: np.ndarray, shifts: tuple[int, ...], clip: tuple[int, int]) -> np.ndarray:
+def requantize_channels(acc: np.ndarray, shifts: int | tuple[int, ...], clip: tuple[int, int],
+                        multiplier: tuple[int, ...] | None = None, pre_shift: int = 0) -> np.ndarray:
     """The host's per-channel epilogue on an int32 NC.. accumulator: arithmetic shift right of
-    channel c by shifts[c], clip, int8 (the accelerator's SHR-by-vector, MIN, MAX)."""
-    s = np.asarray(shifts, np.int32).reshape((1, -1) + (1,) * (acc.ndim - 2))
+    channel c by shifts[c], clip, int8 (the accelerator's SHR-by-vector, MIN, MAX).  With a
+    `multiplier` (fixed_point.py) first >> pre_shift and times multiplier[c], wrapping at 32 bits
+    like the ALU's MUL."""
+    per = (1, -1) + (1,) * (acc.ndim - 2)
+    x = np.asarray(acc, np.int32).astype(np.int64)
+    if multiplier is not None:
+        x = ((x >> pre_shift) * np.asarray(multiplier, np.int64).reshape(per)).astype(np.int32).astype(np.int64)
+    s = np.asarray(shifts, np.int64).reshape(per) if isinstance(shifts, tuple) else int(shifts or 0)
     lo, hi = clip
-    return np.clip(acc >> s, lo, hi).astype(np.int8)
+    return np.clip(x >> s, lo, hi).astype(np.int8)
 
 
-def run_requantized(acc, shifts: tuple[int, ...], clip: tuple[int, int], kernels):
-    """`requantize_channels` for either host backend: a GPU accumulator is read back and the
-    result returned to the GPU (`kernels.host` / `kernels.device`)."""
+def run_requantized(acc, attrs: dict, kernels):
+    """`requantize_channels` with a QConv/QDense's attributes for either host backend: a GPU
+    accumulator is read back and the result returned to the GPU (`kernels.host` / `kernels.device`)."""
+    args = (attrs["shift"], tuple(attrs["clip"]), attrs.get("multiplier"), attrs.get("pre_shift", 0))
     if kernels is not cpu and hasattr(kernels, "host"):
         from vtakit.compiler.cuda.record import Recorder
 
         if isinstance(kernels.backend, Recorder):  # compile time: no data, and the epilogue launches nothing
             return kernels.backend.empty(acc.shape, np.int8)
-        return kernels.device(np.ascontiguousarray(requantize_channels(kernels.host(acc), shifts, clip)))
-    return requantize_channels(acc, shifts, clip)
+        return kernels.device(np.ascontiguousarray(requantize_channels(kernels.host(acc), *args)))
+    return requantize_channels(acc, *args)
 
+
+def host_epilogue(attrs: dict) -> bool:
+    """Whether a QConv/QDense runs its requantization after the int32 kernel on the host (per-channel
+    shifts or multipliers) rather than inside it (one immediate shift)."""
+    return isinstance(attrs.get("shift"), tuple) or "multiplier" in attrs

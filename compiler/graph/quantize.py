@@ -53,6 +53,7 @@ import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.channel_scales import channel_attr, fit_bias, weight_exps
+from vtakit.compiler.graph import fixed_point
 from vtakit.compiler.graph.execute import check_feeds, run_graph
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.onnx_frontend import PRECISION
@@ -61,6 +62,11 @@ from vtakit.compiler.graph.ops import Precision, int8_rule, op_def, precision_of
 SAME_SCALE_OPS = tuple(op for op, c in PRECISION.items() if c is Precision.NEUTRAL)
 """int8 ops whose output keeps the input's scale: the precision-neutral ones."""
 EXP_RANGE = (-16, 30)
+REQUANT_NOTE = "requant"
+"""The graph note naming the conv/dense requantization scheme `quantize` applies ("pow2", "multiplier")."""
+POW2_NODES_NOTE = "pow2_nodes"
+"""The graph note naming conv/dense nodes that keep power-of-two weight exponents under "multiplier": a QDQ
+model's, whose own scales `qdq.seed_weight_cache` put in the weight cache."""
 
 
 @dataclass
@@ -304,11 +310,33 @@ def _weight_exps(w: np.ndarray, wide: bool) -> np.ndarray:
     return weight_exps(w, _weight_exp, _weight_error)
 
 
-def weight_roundtrip(w: np.ndarray) -> np.ndarray:
+def weight_roundtrip(w: np.ndarray, requant: str = "pow2") -> np.ndarray:
     """The float value of `w` after this module's weight quantization (what bias correction compares):
-    per output channel where the quantizer would choose that (an int8 result)."""
+    per output channel where the quantizer would choose that (an int8 result); float per-channel
+    scales with requant "multiplier" (fixed_point.py)."""
+    if requant == "multiplier":
+        return fixed_point.weight_roundtrip(w)
     e = _weight_exps(w, wide=False).reshape((-1,) + (1,) * (w.ndim - 1))
     return _q(w, e, -127, 127, np.int32).astype(np.float64) * 2.0 ** -e
+
+
+def graph_roundtrip(g: Graph, requant: str):
+    """`weight_roundtrip` as `quantize` will treat each weight of `g`: with multipliers, a conv/dense that
+    keeps its int32 accumulator still gets power-of-two exponents (recognized by its weights' bytes)."""
+    if requant != "multiplier":
+        return weight_roundtrip
+    plan = precision_plan(g)
+    wide = {_bytes_key(g.consts[n.inputs[1]]) for n in g.nodes if n.name in plan.wide}
+
+    def roundtrip(w: np.ndarray) -> np.ndarray:
+        return weight_roundtrip(w, "pow2" if _bytes_key(w) in wide else requant)
+
+    return roundtrip
+
+
+def _bytes_key(w: np.ndarray) -> tuple:
+    a = np.ascontiguousarray(w)
+    return a.shape, a.dtype.str, hash(a.tobytes())
 
 
 def _linear_requant(w: np.ndarray, bias: np.ndarray, e_x: int, e_w: np.ndarray, e_y: int | None,
@@ -346,8 +374,12 @@ def quantize(graph: Graph, cal: Calibration, weight_cache: dict | None = None) -
     Quantize/Dequantize at the borders with float ops and the graph's inputs and outputs.
 
     `weight_cache` (a dict kept by the caller) keeps the weight exponents between calls on the same
-    graph: they depend on the weights alone, and the exponent search quantizes it many times."""
+    graph: they depend on the weights alone, and the exponent search quantizes it many times.
+    graph.notes["requant"] "multiplier" gives the conv/dense that requantize to int8 float per-channel
+    weight scales and fixed-point multipliers (fixed_point.py); else power-of-two shifts."""
     g = graph
+    fixed = g.notes.get(REQUANT_NOTE) == "multiplier"
+    pow2_nodes = set(g.notes.get(POW2_NODES_NOTE, ()))
     plan = precision_plan(g)
     int8_nodes = [n for n in g.nodes if n.name in plan.int8]
     int8_names = plan.int8
@@ -359,7 +391,10 @@ def quantize(graph: Graph, cal: Calibration, weight_cache: dict | None = None) -
             if key not in cache:
                 cache[key] = _weight_exps(g.consts[n.inputs[1]], key[1])
             wexp[n.name] = cache[key]
-    exp = assign_exponents(g, cal, int8_nodes, {k: int(e.min()) for k, e in wexp.items()})
+    # a multiplier expresses factors above 1 (fixed_point.HEADROOM): no output needs coarsening for its weights
+    multiplied = {k for k in wexp if fixed and k not in plan.wide and k not in pow2_nodes}
+    headroom = {k: fixed_point.HEADROOM if k in multiplied else 0 for k in wexp}
+    exp = assign_exponents(g, cal, int8_nodes, {k: int(e.min()) + headroom[k] for k, e in wexp.items()})
     q = Graph([], {}, list(g.inputs), list(g.outputs), {}, g.name, dict(g.notes))
     for t in g.inputs:
         q.tensors[t] = g.tensors[t]
@@ -407,8 +442,12 @@ def quantize(graph: Graph, cal: Calibration, weight_cache: dict | None = None) -
             x = as_int(n.inputs[0], n)
             w = g.consts[n.inputs[1]]
             bias = g.consts[n.inputs[2]] if len(n.inputs) > 2 and n.inputs[2] else np.zeros(w.shape[0], np.float32)
-            w_q, bias_q, requant = _linear_requant(w, bias, exp[n.inputs[0]], wexp[n.name],
-                                                   None if wide else exp[out], n.attrs.get("act"))
+            if n.name in multiplied:
+                w_q, bias_q, requant = fixed_point.fixed_requant(w, bias, exp[n.inputs[0]], exp[out],
+                                                                 _qclip(n.attrs.get("act"), exp[out]), n.name)
+            else:
+                w_q, bias_q, requant = _linear_requant(w, bias, exp[n.inputs[0]], wexp[n.name],
+                                                       None if wide else exp[out], n.attrs.get("act"))
             ins = [x, q.add_const(f"{n.name}.weight_q", w_q)]
             attrs.update(requant)
             if wide:

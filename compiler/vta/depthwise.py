@@ -86,8 +86,9 @@ class DepthwiseKnobs:
 
 def depthwise_def(cfg: HwConfig, *, n: int, c: int, h: int, w: int, kh: int, kw: int, stride: int, pads: Pads,
                   bias: bool = False, shift: int | None = None, clip: tuple[int, int] | None = None,
-                  channel_shift: bool = False, name: str = "depthwise") -> ComputeDef:
-    """Depthwise convolution in NCHW{batch}n{block}c; weights (C/block, KH, KW) diagonal blocks."""
+                  channel_shift: bool = False, pre_shift: int | None = None, name: str = "depthwise") -> ComputeDef:
+    """Depthwise convolution in NCHW{batch}n{block}c; weights (C/block, KH, KW) diagonal blocks.  `pre_shift`
+    not None: the epilogue multiplies by a per-channel vector `mult` after that shift (graph/fixed_point.py)."""
     reason = depthwise_reason(cfg)
     if reason:
         raise CompileError(reason, op=name)
@@ -104,13 +105,15 @@ def depthwise_def(cfg: HwConfig, *, n: int, c: int, h: int, w: int, kh: int, kw:
     weight = Access(Tensor("weight", (cb, kh, kw), MemId.WGT, pad="error"), (v("c"), v("kh"), v("kw")))
     bias_acc = Access(Tensor("bias", (cb,), MemId.ACC, pad="error"), (v("c"),)) if bias else None
     shift_acc = Access(Tensor("shift", (cb,), MemId.ACC, pad="error"), (v("c"),)) if channel_shift else None
+    mult_acc = Access(Tensor("mult", (cb,), MemId.ACC, pad="error"), (v("c"),)) if pre_shift is not None else None
     out = Access(Tensor("out", (nb, cb, oh, ow), MemId.OUT, pad="error"), (v("n"), v("c"), v("oh"), v("ow")))
-    requant = shift is not None or clip is not None or channel_shift
+    requant = shift is not None or clip is not None or channel_shift or pre_shift is not None
     return ComputeDef(name, axes, out, reduce="gemm", data=data, weight=weight,
-                      steps=epilogue(cfg, bias_acc, shift, clip, shift_acc), out_planes=1 if requant else 4)
+                      steps=epilogue(cfg, bias_acc, shift, clip, shift_acc, mult_acc, pre_shift or 0),
+                      out_planes=1 if requant else 4)
 
 
-def depthwise_schedule(k: DepthwiseKnobs, *, bias: bool, channel_shift: bool) -> Schedule:
+def depthwise_schedule(k: DepthwiseKnobs, *, bias: bool, channel_shift: bool, pre_shift: int | None = None) -> Schedule:
     """Channel tiles outermost, each tile's weights loaded once; input tile (with its halo) per output tile."""
     s = Schedule().split("c", k.tile_c).split("oh", k.tile_oh).split("ow", k.tile_ow)
     s = s.reorder("n", "c.o", "oh.o", "ow.o", "oh.i", "ow.i", "c.i", "kh", "kw")
@@ -123,6 +126,8 @@ def depthwise_schedule(k: DepthwiseKnobs, *, bias: bool, channel_shift: bool) ->
         s = s.cache_read("bias", "acc").dma_copy("bias", tile_loop)
     if channel_shift:
         s = s.cache_read("shift", "acc").dma_copy("shift", tile_loop)
+    if pre_shift is not None:
+        s = s.cache_read("mult", "acc").dma_copy("mult", tile_loop)
     return s.tensorize("oh.i", "gemm")
 
 
@@ -189,31 +194,32 @@ def host_cycles(cfg: HwConfig, s: DepthwiseShape) -> float:
 @lru_cache(maxsize=256)
 def simulated_cycles(cfg: HwConfig, *, x_shape, kernel: tuple[int, int], stride: int, pads: Pads, bias: bool,
                      shift: int | None, clip: tuple[int, int] | None, channel_shift: bool,
+                     pre_shift: int | None = None,
                      name: str = "depthwise") -> int:
     """The cycle model's count for the compiled depthwise convolution, run once on zeros (its timing does not
     depend on the values).  Cached: the partition asks again for each reader of the result."""
     from vtakit.compiler.vta.runtime import resolve_device, run_compiled
 
     op, _ = compile_depthwise(cfg, x_shape=x_shape, kernel=kernel, stride=stride, pads=pads, bias=bias,
-                              shift=shift, clip=clip, channel_shift=channel_shift, name=name)
+                              shift=shift, clip=clip, channel_shift=channel_shift, pre_shift=pre_shift, name=name)
     zeros = {name: np.zeros(op.tensors[name].nbytes(cfg), np.uint8) for name in op.inputs}
     return run_compiled(op, resolve_device("sim", cfg), zeros)[1].cycles
 
 
 def depthwise_choice(cfg: HwConfig, *, x_shape, kernel: tuple[int, int], stride: int, pads: Pads,
                      bias: bool = False, shift: int | None = None, clip: tuple[int, int] | None = None,
-                     channel_shift: bool = False, name: str = "depthwise") -> str | None:
+                     channel_shift: bool = False, pre_shift: int | None = None, name: str = "depthwise") -> str | None:
     """None when the cycle model runs the depthwise convolution on the accelerator in fewer cycles than its
     host round trip (`host_cycles`), else why it stays on the host."""
     n, c, h, w = x_shape
     kernel, pads = tuple(kernel), tuple(pads)
     try:
         compute = depthwise_def(cfg, n=n, c=c, h=h, w=w, kh=kernel[0], kw=kernel[1], stride=stride, pads=pads,
-                                bias=bias, shift=shift, clip=clip, channel_shift=channel_shift)
+                                bias=bias, shift=shift, clip=clip, channel_shift=channel_shift, pre_shift=pre_shift)
         shape = depthwise_shape(cfg, n=n, c=c, h=h, w=w, kh=kernel[0], kw=kernel[1], stride=stride, pads=pads,
                                 compute=compute)
         accel = simulated_cycles(cfg, x_shape=tuple(x_shape), kernel=kernel, stride=stride, pads=pads, bias=bias,
-                                 shift=shift, clip=clip, channel_shift=channel_shift, name=name)
+                                 shift=shift, clip=clip, channel_shift=channel_shift, pre_shift=pre_shift, name=name)
     except CompileError as e:
         return str(e)
     host = host_cycles(cfg, shape)
@@ -231,33 +237,33 @@ def depthwise_shape(cfg: HwConfig, *, n: int, c: int, h: int, w: int, kh: int, k
 
 def compile_depthwise(cfg: HwConfig, *, x_shape, kernel: tuple[int, int], stride: int, pads: Pads,
                       bias: bool = False, shift: int | None = None, clip: tuple[int, int] | None = None,
-                      channel_shift: bool = False, schedule: DepthwiseKnobs | dict | None = None,
+                      channel_shift: bool = False, pre_shift: int | None = None, schedule: DepthwiseKnobs | dict | None = None,
                       name: str = "depthwise") -> tuple[CompiledOp, DepthwiseKnobs]:
     """Compile a depthwise convolution; returns the relocatable program and the knobs used.  With the
     default knobs the result is cached: the partition compiles each layer to count its cycles
     (`simulated_cycles`), and lowering then takes the same program."""
     if schedule is None:
         return _compile_default(cfg, tuple(x_shape), tuple(kernel), stride, tuple(pads), bias, shift, clip,
-                                channel_shift, name)
+                                channel_shift, pre_shift, name)
     return _compile(cfg, x_shape=x_shape, kernel=kernel, stride=stride, pads=pads, bias=bias, shift=shift,
-                    clip=clip, channel_shift=channel_shift, schedule=schedule, name=name)
+                    clip=clip, channel_shift=channel_shift, pre_shift=pre_shift, schedule=schedule, name=name)
 
 
 @lru_cache(maxsize=64)
-def _compile_default(cfg: HwConfig, x_shape, kernel, stride, pads, bias, shift, clip, channel_shift,
+def _compile_default(cfg: HwConfig, x_shape, kernel, stride, pads, bias, shift, clip, channel_shift, pre_shift,
                      name) -> tuple[CompiledOp, DepthwiseKnobs]:
     return _compile(cfg, x_shape=x_shape, kernel=kernel, stride=stride, pads=pads, bias=bias, shift=shift,
-                    clip=clip, channel_shift=channel_shift, schedule=None, name=name)
+                    clip=clip, channel_shift=channel_shift, pre_shift=pre_shift, schedule=None, name=name)
 
 
 def _compile(cfg: HwConfig, *, x_shape, kernel, stride, pads, bias, shift, clip, channel_shift, schedule,
-             name) -> tuple[CompiledOp, DepthwiseKnobs]:
+             name, pre_shift=None) -> tuple[CompiledOp, DepthwiseKnobs]:
     n, c, h, w = x_shape
     kh, kw = kernel
     if not isinstance(stride, (int, np.integer)) or stride < 1 or len(pads) != 4 or min(pads) < 0:
         raise CompileError(f"stride must be >= 1 and pads four values >= 0, got {stride}, {pads}", op=name)
     compute = depthwise_def(cfg, n=n, c=c, h=h, w=w, kh=kh, kw=kw, stride=int(stride), pads=tuple(pads),
-                            bias=bias, shift=shift, clip=clip, channel_shift=channel_shift, name=name)
+                            bias=bias, shift=shift, clip=clip, channel_shift=channel_shift, pre_shift=pre_shift, name=name)
     if isinstance(schedule, dict):
         try:
             schedule = DepthwiseKnobs(**schedule)
@@ -267,7 +273,7 @@ def _compile(cfg: HwConfig, *, x_shape, kernel, stride, pads, bias, shift, clip,
         schedule = default_depthwise_knobs(cfg, depthwise_shape(cfg, n=n, c=c, h=h, w=w, kh=kh, kw=kw,
                                                                 stride=int(stride), pads=tuple(pads),
                                                                 compute=compute))
-    sched = depthwise_schedule(schedule, bias=bias, channel_shift=channel_shift)
+    sched = depthwise_schedule(schedule, bias=bias, channel_shift=channel_shift, pre_shift=pre_shift)
     return lower(apply(compute, sched), cfg, name), schedule
 
 

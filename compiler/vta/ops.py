@@ -141,7 +141,7 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
                    shift: int | None = None, clip: tuple[int, int] | None = None, schedule=None,
                    vthreads: int | None = None, residual: tuple[int, tuple[int, int]] | None = None,
                    channel_shift: bool = False, bias_gemm: bool = False, pool: tuple[int, int, int] | None = None,
-                   name: str = "conv2d") -> tuple[CompiledOp, Any]:
+                   multiplier: bool = False, pre_shift: int = 0, name: str = "conv2d") -> tuple[CompiledOp, Any]:
     """Compile a convolution; returns the relocatable program and the schedule used.
 
     `pool` = (kernel, stride, pad): a max pool fused after the epilogue (lowering/pool.py), stored pooled;
@@ -151,7 +151,8 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
     `residual` = (shift, clip): a residual add fused into the epilogue (te.conv2d_def); its schedule is
     the one tuned for the plain convolution when that still fits, else the heuristic's.  With
     `channel_shift` the program also reads a per-channel `shift` vector (`te.split_channel_shift`); with
-    `bias_gemm` its `bias` is WGT digit blocks (`lowering.pack_bias_weight`) added by a GEMM."""
+    `bias_gemm` its `bias` is WGT digit blocks (`lowering.pack_bias_weight`) added by a GEMM; with
+    `multiplier` a per-channel `mult` vector after a `pre_shift` (graph/fixed_point.py, ALU MUL)."""
     n, c, h, w = x_shape
     o, _, kh, kw = w_shape
     _check_vthreads(name, vthreads)
@@ -162,11 +163,13 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
     window = PoolWindow(*pool) if pool is not None else None
     compute = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
                          bias=bias, shift=shift, clip=clip, residual=residual, channel_shift=channel_shift,
-                         bias_gemm=bias and bias_gemm, pool=window, name=name)
+                         bias_gemm=bias and bias_gemm, pool=window, multiplier=multiplier, pre_shift=pre_shift,
+                         name=name)
     ch, cw, cpad, key_pad = cost_window(h, w, padding)
     shape = conv_shape(cfg, n=n, c_in=c, h=ch, w=cw, c_out=o, kh=kh, kw=kw, stride=stride, pad=cpad,
                        epilogue_ops=len(compute.steps), planes=compute.out_planes, residual=residual is not None,
-                       vectors=(0 if bias and bias_gemm else 1) + channel_shift, bias_wgt=bias and bias_gemm,
+                       vectors=(0 if bias and bias_gemm else 1) + channel_shift + multiplier,
+                       bias_wgt=bias and bias_gemm,
                        operand_steps=sum(s.operand is not None and s.operand.tensor.mem == MemId.ACC
                                          for s in compute.steps))
     if window is not None and isinstance(schedule, dict) and ("tile_oh" not in schedule or "tile_ow" not in schedule
@@ -177,20 +180,21 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
         schedule = pool_conv_knobs(cfg, shape, compute, vthreads)
     if schedule is None and vthreads is None:
         plain = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
-                           bias=bias, shift=shift, clip=clip, channel_shift=channel_shift,
-                           name=name) if residual is not None else compute
+                           bias=bias, shift=shift, clip=clip, channel_shift=channel_shift, multiplier=multiplier,
+                           pre_shift=pre_shift, name=name) if residual is not None else compute
         key = conv2d_key(x_shape=x_shape, w_shape=w_shape, stride=stride, padding=key_pad,
-                         epilogue=tuple(step.op.name + ("V" if step.op is AluOp.SHR and step.operand is not None
-                                                        else "") for step in plain.steps))
+                         epilogue=tuple(step.op.name + ("V" if step.op in (AluOp.SHR, AluOp.MUL)
+                                                        and step.operand is not None else "")
+                                        for step in plain.steps))
         schedule = tuned(key, cfg)
-        if schedule is not None and (residual is not None or channel_shift or bias_gemm) \
+        if schedule is not None and (residual is not None or channel_shift or bias_gemm or multiplier) \
                 and conv_terms(cfg, shape, ConvKnobs(**schedule)) is None:
             schedule = None  # the tuned tiles leave no room for the residual tile or the shift vector
     schedule = _knobs(schedule, ConvKnobs)
     if schedule is None:
         schedule = default_conv_knobs(cfg, shape, vthreads)
     sched = conv_schedule(schedule, bias=bias, residual=residual is not None, channel_shift=channel_shift,
-                          bias_gemm=bias and bias_gemm, interleave=window is not None) \
+                          bias_gemm=bias and bias_gemm, interleave=window is not None, multiplier=multiplier) \
         if isinstance(schedule, ConvKnobs) else schedule
     if not isinstance(sched, Schedule):
         raise CompileError(f"schedule must be ConvKnobs, a dict of them or a Schedule, got "
@@ -241,18 +245,19 @@ def pool_conv_knobs(cfg: HwConfig, s: ConvShape, compute: ComputeDef, vthreads: 
 
 
 def fused_pool_reason(cfg: HwConfig, *, x_shape, w_shape, stride: int, padding: Padding, pool: tuple[int, int, int],
-                      residual: bool = False, channel_shift: bool = False, name: str = "conv2d") -> str | None:
+                      residual: bool = False, channel_shift: bool = False, multiplier: bool = False,
+                      name: str = "conv2d") -> str | None:
     """Why a max pool cannot join this convolution's task on `cfg` (None if it can): the graph's
     fusion pass asks before fusing, so such a pool stays its own task."""
     n, c, h, w = x_shape
     try:
         compute = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=w_shape[0], kh=w_shape[2], kw=w_shape[3],
                              stride=stride, pad=padding, shift=0, clip=(-128, 127), channel_shift=channel_shift,
-                             pool=PoolWindow(*pool), name=name)
+                             pool=PoolWindow(*pool), multiplier=multiplier, name=name)
         ch, cw, cpad, _ = cost_window(h, w, padding)
         shape = conv_shape(cfg, n=n, c_in=c, h=ch, w=cw, c_out=w_shape[0], kh=w_shape[2], kw=w_shape[3], stride=stride,
                            pad=cpad, epilogue_ops=len(compute.steps) + 2 * residual, planes=1,
-                           residual=residual, vectors=1 + channel_shift)
+                           residual=residual, vectors=1 + channel_shift + multiplier)
         pool_conv_knobs(cfg, shape, compute)
     except CompileError as e:
         return str(e)
@@ -290,10 +295,13 @@ def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, b
            shift: int | np.ndarray | None = None, clip: tuple[int, int] | None = None, config=None, device="sim",
            schedule=None, vthreads: int | None = None, timeout_s: float | None = None,
            packing: str | None = None, pool: tuple[int, int, int] | None = None,
+           multiplier: np.ndarray | None = None, pre_shift: int = 0,
            name: str = "conv2d") -> tuple[np.ndarray, OpReport]:
     """`packing` ("none", "im2col", "space_to_depth"; default: the cost model's choice when no
     schedule is given, else "none") rewrites the convolution on the host (`packing.py`).  `pool` =
-    (kernel, stride, pad) max-pools the int8 result on chip before the store (the result is pooled)."""
+    (kernel, stride, pad) max-pools the int8 result on chip before the store (the result is pooled).
+    `multiplier` (int32, one per output channel; configs with ALU MUL): the epilogue is
+    ((acc + bias) >> pre_shift) * multiplier[c] >> shift[c], then the clip (graph/fixed_point.py)."""
     cfg = _cfg(config)
     _check_array("x", name, x, np.int8, 4)
     _check_array("w", name, w, np.int8, 4)
@@ -306,6 +314,10 @@ def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, b
         if len(shift) != w.shape[0]:
             raise CompileError(f"shift has {len(shift)} entries for {w.shape[0]} output channels", op=name)
         shift, shift_vector = split_channel_shift(cfg, shift, name)
+    if multiplier is not None:
+        _check_array("multiplier", name, multiplier, np.int32, 1)
+        if len(multiplier) != w.shape[0]:
+            raise CompileError(f"multiplier has {len(multiplier)} entries for {w.shape[0]} output channels", op=name)
     t0 = time.perf_counter()
     pk = conv_packing(cfg, x_shape=x.shape, w_shape=w.shape, stride=stride, padding=padding,
                       bias=bias, shift=shift, clip=clip, name=name,
@@ -315,7 +327,8 @@ def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, b
     op, used = compile_conv2d(cfg, x_shape=g.x_shape, w_shape=g.w_shape, stride=g.stride, padding=g.padding,
                               bias=bias is not None and not pk.bias_lanes, shift=shift, clip=clip,
                               schedule=schedule, vthreads=vthreads, channel_shift=shift_vector is not None,
-                              bias_gemm=bias_gemm, pool=pool, name=name)
+                              bias_gemm=bias_gemm, pool=pool, multiplier=multiplier is not None,
+                              pre_shift=pre_shift, name=name)
     t1 = time.perf_counter()
     inputs = {"data": pack_activation(pk.input(x), cfg.batch, cfg.block_in),
               "weight": pack_weight(pk.weight(w, bias), cfg.block_out, cfg.block_in)}
@@ -323,6 +336,8 @@ def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, b
         inputs["bias"] = pack_bias_weight(bias, cfg) if bias_gemm else pack_bias(bias, cfg.batch, cfg.block_out)
     if shift_vector is not None:
         inputs["shift"] = pack_bias(shift_vector, cfg.batch, cfg.block_out)
+    if multiplier is not None:
+        inputs["mult"] = pack_bias(multiplier, cfg.batch, cfg.block_out)
     out, stats = run_compiled(op, resolve_device(device, cfg), inputs, timeout_s)
     t2 = time.perf_counter()
     y = unpack_activation(out, x.shape[0], w.shape[0])

@@ -7,9 +7,10 @@ then the same wrap and cast the accelerator applies.
 import numpy as np
 
 
-def conv2d(x, w, stride=1, pad=0, bias=None, shift=None, clip=None, groups=1):
+def conv2d(x, w, stride=1, pad=0, bias=None, shift=None, clip=None, groups=1, multiplier=None, pre_shift=0):
     """`pad`: one value for every side, or (top, left, bottom, right); `groups`: input channels split
-    into that many groups (w has c / groups input channels; groups == c is a depthwise convolution)."""
+    into that many groups (w has c / groups input channels; groups == c is a depthwise convolution);
+    `multiplier` (per output channel): >> pre_shift and times it (int32 wrap) before the shift."""
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
     top, left, bottom, right = (pad,) * 4 if np.ndim(pad) == 0 else pad
@@ -27,7 +28,10 @@ def conv2d(x, w, stride=1, pad=0, bias=None, shift=None, clip=None, groups=1):
     out = out.astype(np.int32).astype(np.int64)          # the accumulator wraps at 32 bits
     if bias is not None:
         out = (out + bias.astype(np.int64)[None, :, None, None]).astype(np.int32).astype(np.int64)
-    if shift is None and clip is None:
+    if multiplier is not None:
+        m = np.asarray(multiplier, np.int64)[None, :, None, None]
+        out = ((out >> pre_shift) * m).astype(np.int32).astype(np.int64)
+    if shift is None and clip is None and multiplier is None:
         return out.astype(np.int32)
     if shift is not None and np.ndim(shift) == 1:  # one shift per output channel
         out = out >> np.asarray(shift, np.int64)[None, :, None, None]

@@ -160,23 +160,36 @@ def _need_acc8(cfg: HwConfig, name: str) -> None:
         raise CompileError(reason, op=name)
 
 
-def epilogue(cfg: HwConfig, bias: Access | None, shift: int | None,
-             clip: tuple[int, int] | None, channel_shift: Access | None = None) -> tuple[AluStep, ...]:
-    """acc + bias, >> shift, >> the per-channel shift vector (if any), then clip as MIN then MAX
-    (ISA.md's clip).
+def _shifts(cfg: HwConfig, shift: int) -> list[AluStep]:
+    """Immediate SHRs by `shift` in all: one SHR expresses at most cfg.shr_max (15 on VTA, whose
+    5-bit amount reads 16 as -16, a left shift), and arithmetic right shifts compose."""
+    steps = []
+    while shift > 0:
+        steps.append(AluStep(AluOp.SHR, imm=min(shift, cfg.shr_max)))
+        shift -= cfg.shr_max
+    return steps
 
-    A shift beyond what one SHR expresses (cfg.shr_max: 15 on VTA, whose 5-bit amount
-    reads 16 as -16, a left shift) becomes several: arithmetic right shifts compose, which
-    is also why a per-channel shift can be an immediate common part then a vector part.
+
+def epilogue(cfg: HwConfig, bias: Access | None, shift: int | None,
+             clip: tuple[int, int] | None, channel_shift: Access | None = None,
+             multiplier: Access | None = None, pre_shift: int = 0) -> tuple[AluStep, ...]:
+    """acc + bias, [>> pre_shift, times the per-channel multiplier vector,] >> shift, >> the
+    per-channel shift vector (if any), then clip as MIN then MAX (ISA.md's clip).
+
+    Right shifts compose, which is why a per-channel shift can be an immediate common part then
+    a vector part; the multiplier (ALU MUL, graph/fixed_point.py) comes between the pre-shift, which
+    keeps its int32 product from wrapping, and the shifts that complete the fixed-point scale.
     """
     steps = []
     if bias is not None:
         steps.append(AluStep(AluOp.ADD, operand=bias))
-    rest = shift or 0
-    while rest > 0:
-        amount = min(rest, cfg.shr_max)
-        steps.append(AluStep(AluOp.SHR, imm=amount))
-        rest -= amount
+    if multiplier is not None:
+        if not cfg.alu_mul:
+            raise CompileError(f"per-channel multipliers need the ALU MUL: config {cfg.label} has none "
+                               f"(alu_mul is false)")
+        steps += _shifts(cfg, pre_shift)
+        steps.append(AluStep(AluOp.MUL, operand=multiplier))
+    steps += _shifts(cfg, shift or 0)
     if channel_shift is not None:
         steps.append(AluStep(AluOp.SHR, operand=channel_shift))
     if clip is not None:
@@ -254,14 +267,15 @@ def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
                stride: int = 1, pad: Padding = 0, bias: bool = False, shift: int | None = None,
                clip: tuple[int, int] | None = None, residual: tuple[int, tuple[int, int]] | None = None,
                channel_shift: bool = False, bias_gemm: bool = False, pool: PoolWindow | None = None,
-               name: str = "conv2d") -> ComputeDef:
+               multiplier: bool = False, pre_shift: int = 0, name: str = "conv2d") -> ComputeDef:
     """Convolution in NCHW{batch}n{block}c x OIHW{block}o{block}i layouts.
 
     `residual` = (shift, clip) fuses the residual add that reads this convolution's int8 result:
     after the requantizing epilogue the int8 tensor "res" is added to the tile, shifted and clipped
     again (the QAdd's semantics), so the sum leaves in the convolution's one store.  With
     `channel_shift` the epilogue also shifts each output channel right by its entry of the int32
-    `shift` vector (laid out like the bias; see `split_channel_shift`).  With `bias_gemm` the bias is
+    `shift` vector (laid out like the bias; see `split_channel_shift`); with `multiplier` it shifts by
+    `pre_shift` and multiplies by the int32 vector `mult` first (graph/fixed_point.py).  With `bias_gemm` the bias is
     a WGT tensor of digit blocks added by a GEMM (`lowering/bias.py`), not an acc vector.  Asymmetric
     `pad` (top, left, bottom, right): reads past the bottom and right edges see zeros (DMA padding) like
     the others.  `pool` max-pools the finished int8 tile on chip (lowering/pool.py): "out" is then the
@@ -281,10 +295,11 @@ def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
     bias_mem = MemId.WGT if bias_gemm else MemId.ACC
     bias_acc = Access(Tensor("bias", (ocb,), bias_mem, pad="error"), (v("oc"),)) if bias else None
     shift_acc = Access(Tensor("shift", (ocb,), MemId.ACC, pad="error"), (v("oc"),)) if channel_shift else None
-    requant = shift is not None or clip is not None or channel_shift
+    mult_acc = Access(Tensor("mult", (ocb,), MemId.ACC, pad="error"), (v("oc"),)) if multiplier else None
+    requant = shift is not None or clip is not None or channel_shift or multiplier
     out_index = (v("n"), v("oc"), v("oh"), v("ow"))
     out = Access(Tensor("out", (nb, ocb, oh, ow), MemId.OUT, pad="error"), out_index)
-    steps = epilogue(cfg, bias_acc, shift, clip, shift_acc)
+    steps = epilogue(cfg, bias_acc, shift, clip, shift_acc, mult_acc, pre_shift)
     if residual is not None:
         if not requant:
             raise CompileError("a fused residual add needs the convolution's int8 result (a shift or clip)", op=name)
@@ -295,9 +310,12 @@ def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
         if clip is not None:   # the sum of two int8 tensors: a clip bound the shifted sum cannot pass is dropped
             # |the value entering the clip|: int8 products of the reduction (and of the bias GEMM's one
             # block), or any int32 after an ALU bias add, shifted right by the immediate shifts
+            # (any int32 after a multiplier, shifted right by the immediate shifts after it)
             products = (icb * kh * kw + bias_gemm) * cfg.block_in
-            wide = 2**31 if bias and not bias_gemm else min(2**31, products * 2**14)
-            steps, bounds = drop_masked_bounds(steps, tail, wide >> sum(s.imm for s in steps if s.op is AluOp.SHR
+            wide = 2**31 if (bias and not bias_gemm) or multiplier else min(2**31, products * 2**14)
+            after = [s for s in steps if s.op is AluOp.MUL][-1:]
+            later = steps[steps.index(after[0]) + 1:] if after else steps
+            steps, bounds = drop_masked_bounds(steps, tail, wide >> sum(s.imm for s in later if s.op is AluOp.SHR
                                                                           and s.operand is None))
             tail = drop_idle_clips(tail, bounds)
         steps += (AluStep(AluOp.ADD, operand=res),) + tail

@@ -33,8 +33,9 @@ class ConvKnobs:
 
 
 def conv_schedule(k: ConvKnobs, *, bias: bool = False, residual: bool = False,
-                  channel_shift: bool = False, bias_gemm: bool = False, interleave: bool = False) -> Schedule:
-    """The schedule a ConvKnobs describes (per-channel vectors, bias and shift, load with each output tile;
+                  channel_shift: bool = False, bias_gemm: bool = False, interleave: bool = False,
+                  multiplier: bool = False) -> Schedule:
+    """The schedule a ConvKnobs describes (per-channel vectors, bias, shift and multiplier, load with each output tile;
     with `bias_gemm` the bias's digit blocks sit in wgt, lowering/bias.py).
 
     Virtual threads take contiguous runs of tiles; with `interleave` thread v takes every vthreads-th
@@ -65,6 +66,8 @@ def conv_schedule(k: ConvKnobs, *, bias: bool = False, residual: bool = False,
         s = s.cache_read("res", "acc").dma_copy("res", tile_loop)
     if channel_shift:
         s = s.cache_read("shift", "acc").dma_copy("shift", vectors)
+    if multiplier:
+        s = s.cache_read("mult", "acc").dma_copy("mult", vectors)
     return s.tensorize("oh.i", "gemm")
 
 

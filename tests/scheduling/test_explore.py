@@ -153,6 +153,7 @@ def test_local_pool_and_dask_give_the_records_of_the_inline_run(tmp_path):
     assert by_name["clock_mhz=100"]["cycles"] == by_name["clock_mhz=200"]["cycles"] > 0
     assert by_name["clock_mhz=200"]["latency_ms"] == pytest.approx(by_name["clock_mhz=100"]["latency_ms"] / 2)
     assert by_name["clock_mhz=200"]["pareto"] and not by_name["clock_mhz=100"]["pareto"]
+    assert 0.9 < by_name["1x8"]["cosine"] <= 1.0                           # int8 on the cycle model vs float
     assert by_name["1x8"]["config"] == "1x8_i8w8a32_14_13_16_15" and by_name["1x8"]["status"] == "ok"
     failed = {r["point"]: (r["failed_stage"], r["reason"]) for r in inline.records if r["status"] != "ok"}
     assert failed["no room for weights"][0] == "compile" and "no tiling" in failed["no room for weights"][1]

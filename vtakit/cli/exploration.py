@@ -13,7 +13,7 @@ def _results_table(result) -> Table:
     have_resources = any(r.get("lut") is not None for r in result.records)
     t = Table(title=f"vtakit explore: {result.network}")
     timed = any(r.get("fmax_mhz") is not None for r in result.records)
-    cols = ["#", "point", "latency ms", "util %"]
+    cols = ["#", "point", "latency ms", "util %", "cosine"]
     cols += ["est. fmax", "ms at achievable clock"] if timed else []
     cols += ["LUT", "BRAM36", "DSP", "smallest part"] if have_resources else []
     for c in cols + ["Pareto", "status"]:
@@ -21,7 +21,8 @@ def _results_table(result) -> Table:
     for r in result.records:
         row = [str(r["index"]), r["point"],
                f"{r['latency_ms']:.2f}" if r["latency_ms"] is not None else "",
-               f"{100 * r['utilization']:.1f}" if r["utilization"] is not None else ""]
+               f"{100 * r['utilization']:.1f}" if r["utilization"] is not None else "",
+               f"{r['cosine']:.4f}" if r.get("cosine") is not None else ""]
         if timed:
             fmax = r.get("fmax_mhz")
             row += ["" if fmax is None else f"{fmax:.0f}" if r["clock_ok"] else f"[red]{fmax:.0f} < {r['clock_mhz']:g}[/]",

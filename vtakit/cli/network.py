@@ -73,7 +73,8 @@ def cmd_compile(args) -> int:
         module = compile_module(args.model, args.config, target=args.target, calibrate=cal,
                                 input_shapes=_input_shapes(args.input_shape),
                                 partition_options=dict(first_conv=args.first_conv, classifier=args.classifier),
-                                seed=args.seed, host=args.host, progress=progress, **kwargs)
+                                seed=args.seed, host=args.host, progress=progress,
+                                **kwargs | ({"requant": args.requant} if args.requant else {}))
     out = module.save(args.output)
     notes = module.notes
     if table is not None:
@@ -258,6 +259,9 @@ def register(sub) -> None:
     c.add_argument("--seed", type=int, default=0, help="seed of the synthetic calibration inputs")
     c.add_argument("--tuning-log", help="use the best schedules this `vtakit tune` log recorded")
     _int8_options(c)
+    c.add_argument("--requant", choices=["auto", "pow2", "multiplier"],
+                   help="conv/dense requantization: power-of-two shifts, or per-channel fixed-point multipliers "
+                        "(configs with ALU MUL); default auto: multipliers where the config has MUL")
     c.add_argument("-o", "--output", default="model.vtamod")
     c.set_defaults(func=cmd_compile)
 

@@ -53,6 +53,7 @@ def lower_linear(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> Acc
     shift, shift_vector = a.get("shift"), None
     if isinstance(shift, tuple):  # per output channel: an immediate common part, a vector in acc
         shift, shift_vector = split_channel_shift(cfg, shift, n.name)
+    multiplier = a.get("multiplier")  # per-channel fixed-point multipliers (graph/fixed_point.py)
     pk = _host_packing(g, n, cfg, x_shape, w4.shape, stride, pad, bias, shift, schedule)
     p = pk.packed
     bias_gemm = has_bias and not pk.bias_lanes and bias_fits(cfg, bias)
@@ -60,12 +61,15 @@ def lower_linear(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> Acc
                               bias=has_bias and not pk.bias_lanes, shift=shift,
                               clip=tuple(a["clip"]) if "clip" in a else None, schedule=schedule,
                               residual=residual, channel_shift=shift_vector is not None, bias_gemm=bias_gemm,
-                              pool=tuple(a["pool"]) if "pool" in a else None, name=n.name)
+                              pool=tuple(a["pool"]) if "pool" in a else None, multiplier=multiplier is not None,
+                              pre_shift=a.get("pre_shift", 0), name=n.name)
     consts = {"weight": pack_weight(pk.weight(w4, bias), cfg.block_out, cfg.block_in)}
     if has_bias and not pk.bias_lanes:
         consts["bias"] = pack_bias_weight(bias, cfg) if bias_gemm else pack_bias(bias, cfg.batch, cfg.block_out)
     if shift_vector is not None:
         consts["shift"] = pack_bias(shift_vector, cfg.batch, cfg.block_out)
+    if multiplier is not None:
+        consts["mult"] = pack_bias(np.asarray(multiplier, np.int32), cfg.batch, cfg.block_out)
     oh, ow = op.compute.out.tensor.shape[2:]   # the convolution's output, before a fused pool
     macs = x_shape[0] * w4.shape[0] * oh * ow * x_shape[1] * w4.shape[2] * w4.shape[3]
     packings = {"data": pk.to_spec()} if pk.kind != "none" else {}
@@ -97,7 +101,7 @@ def _depthwise_args(g: Graph, n: Node, cfg: HwConfig) -> tuple[dict, np.ndarray 
     return dict(x_shape=g.tensors[n.inputs[0]].shape, kernel=tuple(a["kernel"]), stride=a["strides"][0],
                 pads=tuple(a["pads"]), bias=len(n.inputs) > 2 and bool(n.inputs[2]), shift=shift,
                 clip=tuple(a["clip"]) if "clip" in a else None, channel_shift=shift_vector is not None,
-                name=n.name), shift_vector
+                pre_shift=a.get("pre_shift", 0) if "multiplier" in a else None, name=n.name), shift_vector
 
 
 def place_depthwise(g: Graph, n: Node, cfg: HwConfig) -> str | None:
@@ -125,6 +129,8 @@ def lower_depthwise(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> 
         consts["bias"] = pack_bias(g.consts[n.inputs[2]], cfg.batch, cfg.block_out)
     if shift_vector is not None:
         consts["shift"] = pack_bias(shift_vector, cfg.batch, cfg.block_out)
+    if "multiplier" in n.attrs:
+        consts["mult"] = pack_bias(np.asarray(n.attrs["multiplier"], np.int32), cfg.batch, cfg.block_out)
     macs = int(np.prod(nchw(g.tensors[n.outputs[0]].shape), dtype=np.int64)) * w.shape[2] * w.shape[3]
     return AccelProgram(op, used, consts, {"data": n.inputs[0]}, macs)
 
@@ -168,7 +174,8 @@ def pool_fusion_reason(g: Graph, n: Node, cfg: HwConfig, window: tuple[int, int,
                        shift, None)
     p = pk.packed
     return fused_pool_reason(cfg, x_shape=p.x_shape, w_shape=p.w_shape, stride=p.stride, padding=p.padding,
-                             pool=window, residual="residual" in a, channel_shift=per_channel, name=n.name)
+                             pool=window, residual="residual" in a, channel_shift=per_channel,
+                             multiplier="multiplier" in a, name=n.name)
 
 
 def lower_add(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> AccelProgram:

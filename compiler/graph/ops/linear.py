@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vtakit.compiler.graph.channel_scales import run_requantized
+from vtakit.compiler.graph.channel_scales import host_epilogue, run_requantized
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.ops.accel import lower_linear
 from vtakit.compiler.graph.ops.reference import convert_generic, generic_def
@@ -140,9 +140,8 @@ def _run_dense(node: Node, args: list, k) -> object:
 
 def _run_qdense(node: Node, args: list, k) -> object:
     a = node.attrs
-    if isinstance(a.get("shift"), tuple):  # the int32 product, then the per-channel epilogue
-        return run_requantized(k.dense(args[0], args[1], args[2] if len(args) > 2 else None), a["shift"],
-                               a["clip"], k)
+    if host_epilogue(a):  # the int32 product, then the per-channel epilogue
+        return run_requantized(k.dense(args[0], args[1], args[2] if len(args) > 2 else None), a, k)
     return k.dense(args[0], args[1], args[2] if len(args) > 2 else None, shift=a.get("shift"), clip=a.get("clip"))
 
 

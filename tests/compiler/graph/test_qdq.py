@@ -81,6 +81,18 @@ def test_power_of_two_model_keeps_its_int8_values(digits):
     assert logits.argmax() == ort_run(m, x).argmax()
 
 
+def test_a_config_with_mul_keeps_the_model_weights_too(digits):
+    """pynq_mul requantizes with multipliers (graph/fixed_point.py) except where a QDQ model brings its own
+    weight scales: those layers keep the model's int8 weights bit for bit."""
+    m = digits["pow2"]
+    mod = compile_module(m, "pynq_mul", calibrate=digits["cal"])
+    conv1 = next(n for n in mod.graph.nodes if n.name == "conv1")
+    assert "multiplier" not in conv1.attrs
+    assert np.array_equal(mod.graph.consts[conv1.inputs[1]], _inits(m)["conv1.weight_quantized"])
+    x = digits["x"][:1]
+    assert np.array_equal(mod.run(x, device="sim")["logits"], mod.run(x, device="cpu")["logits"])
+
+
 def test_per_channel_scales_map_to_channel_shifts_with_notes(digits):
     mod = compile_module(digits["pc"], "pynq", calibrate=digits["cal"])
     inits, g = _inits(digits["pc"]), mod.graph
