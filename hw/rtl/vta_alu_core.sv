@@ -16,19 +16,28 @@ module vta_alu_core (
   localparam int LANES = BATCH * BLOCK_OUT;
 
   for (genvar l = 0; l < LANES; l++) begin : g_lane
+    // SHR as one arithmetic right shift: x with OFF zeros below it, shifted right by
+    // amount + OFF, keeps x >>> amount for amount >= 0 and x << -amount below zero in its
+    // low ACC_BITS.  amount + OFF is amount with its sign bit flipped, so no adder (and no
+    // direction mux) sits in front of the shifter (timing).
+    localparam int OFF = 1 << (SHR_ARG_BITS - 1);
     logic signed [ACC_BITS-1:0]     x, z, r;
-    logic signed [SHR_ARG_BITS-1:0] amount;
-    logic [SHR_ARG_BITS-1:0]        left;
+    logic signed [ACC_BITS+OFF-1:0] widened;
+    /* verilator lint_off UNUSEDSIGNAL */
+    logic signed [ACC_BITS+OFF-1:0] shifted;   // only its low ACC_BITS are the result
+    /* verilator lint_on UNUSEDSIGNAL */
+    logic [SHR_ARG_BITS-1:0]        biased;
     assign x = a[l * ACC_BITS +: ACC_BITS];
     assign z = b[l * ACC_BITS +: ACC_BITS];
-    assign amount = z[SHR_ARG_BITS-1:0];
-    assign left = -amount;
+    assign biased = {~z[SHR_ARG_BITS-1], z[SHR_ARG_BITS-2:0]};
+    assign widened = {x, OFF'(0)};
+    assign shifted = widened >>> biased;
     always_comb begin
       case (32'(op))
         ALU_MIN: r = x < z ? x : z;
         ALU_MAX: r = x > z ? x : z;
         ALU_ADD: r = x + z;
-        ALU_SHR: r = amount >= 0 ? x >>> amount : x << left;
+        ALU_SHR: r = shifted[ACC_BITS-1:0];
         ALU_MUL: r = HAS_MUL != 0 ? ACC_BITS'(x * z) : x;
         default: r = x;
       endcase

@@ -22,17 +22,21 @@ module vta_arbiter #(
   logic [N-1:0] ahead [N];     // ahead[i][j]: i joined the queue before j (both queued)
 
   // head: queued with nobody ahead; second: queued with exactly one ahead.  Both are
-  // read off registers only, so `req` meets them in the last few LUTs.
-  localparam int CW = $clog2(N) + 1;
-  logic [N-1:0]  head, second;
-  logic [CW-1:0] n_ahead [N];   // queued clients ahead of j
+  // read off registers only, so `req` meets them in the last few LUTs; "none" and
+  // "exactly one" are kept as two flags, not a count (a count maps to a carry chain).
+  logic [N-1:0] head, second;
   always_comb begin
     for (int j = 0; j < N; j++) begin
-      n_ahead[j] = '0;
+      logic any, many;
+      any = 1'b0;
+      many = 1'b0;
       for (int i = 0; i < N; i++)
-        if (i != j && queued[i] && ahead[i][j]) n_ahead[j] = n_ahead[j] + 1'b1;
-      head[j] = queued[j] && n_ahead[j] == 0;
-      second[j] = queued[j] && n_ahead[j] == 1;
+        if (i != j && queued[i] && ahead[i][j]) begin
+          many = many || any;
+          any = 1'b1;
+        end
+      head[j] = queued[j] && !any;
+      second[j] = queued[j] && any && !many;
     end
   end
 
@@ -48,7 +52,14 @@ module vta_arbiter #(
   // keeps requesting, else the second in line, else the lowest requesting client (the
   // queue is empty or held only the holder that let go).
   logic [N-1:0] first_req;
-  assign first_req = req & (~req + 1'b1);
+  always_comb begin
+    logic lower;
+    lower = 1'b0;
+    for (int j = 0; j < N; j++) begin
+      first_req[j] = req[j] && !lower;
+      lower = lower || req[j];
+    end
+  end
   always_comb begin
     if ((head & req) != 0) gnt = head;
     else if (second != 0) gnt = second;

@@ -22,11 +22,18 @@ module vta_burst (
 );
   localparam int LB = $clog2(BURST_BYTES);
   localparam int BUS_LOG2 = $clog2(BUS_BYTES);
+  // Each figure is computed for both outcomes side by side with the compare, and the
+  // compare only picks one at the end (timing: no arithmetic behind the row_end decision).
   logic [LB:0] room;
-  assign room      = (LB+1)'(BURST_BYTES) - (LB+1)'(offset);
-  assign row_end   = left <= 32'(room);
-  assign bytes     = row_end ? (LB+1)'(left) : room;
-  assign rest      = left - 32'(bytes);
-  // the beat of the burst's last byte minus the beat of its first (offsets mod BURST_BYTES)
-  assign last_beat = 8'((((LB+1)'(offset) + bytes - 1'b1) >> BUS_LOG2) - ((LB+1)'(offset) >> BUS_LOG2));
+  logic [LB:0] to_row_end;                 // the row's last byte, from the beat the burst starts in
+  logic [LB-BUS_LOG2-1:0] to_boundary;     // beats after the first one up to the boundary
+  assign room       = (LB+1)'(BURST_BYTES) - (LB+1)'(offset);
+  assign row_end    = left <= 32'(room);
+  assign bytes      = row_end ? (LB+1)'(left) : room;
+  assign rest       = row_end ? 32'd0 : left - 32'(room);
+  // beats - 1: the beat of the burst's last byte minus the beat of its first.  Ending the
+  // row: (offset mod a beat + left - 1) / beat; at the boundary: the beats after offset's.
+  assign to_row_end = (LB+1)'(offset[BUS_LOG2-1:0]) + (LB+1)'(left) - 1'b1;
+  assign to_boundary = ~offset[LB-1:BUS_LOG2];
+  assign last_beat  = row_end ? 8'(to_row_end >> BUS_LOG2) : 8'(to_boundary);
 endmodule

@@ -234,7 +234,7 @@ module vta_compute #(
   assign x     = is_gemm ? s5 : (tensor ? s4 : s3);
   assign x_dst = is_gemm ? s5_dst : (tensor ? s4_dst : s3_dst);
   vta_gemm_core gemm_core (.clk, .inp(inp_rdata), .wgt(wgt_rdata), .acc_in(rd_val), .acc_out(gemm_out));
-  vta_alu_core alu_core (.op(alu_op), .a(rd_val), .b(tensor ? src_val : imm_lanes), .y(alu_out));
+  vta_alu_core alu_core (.op(alu_op), .a(rd_val), .b(src_val), .y(alu_out));
   assign exec_val = reset_op ? '0 : (is_alu ? alu_out : gemm_out);
   // forwarding: the value written on this edge, if the entry just read is the one written
   assign fwd = x && x_dst == rd_addr_q ? exec_val : acc_rdata;
@@ -315,7 +315,9 @@ module vta_compute #(
       last_at <= take ? '0 : {last_at[LAST_W-2:0], last_issue};
       rd_addr_q <= acc_raddr;
       rd_val <= fwd;
-      src_val <= rd_val;                      // a tensor micro-op's source, a cycle behind
+      // the ALU's second operand: a tensor micro-op's source, a cycle behind, or the
+      // immediate (chosen here, not in front of the ALU: timing)
+      src_val <= tensor ? rd_val : imm_lanes;
       gap <= tensor && issue;
       if (bad_index && !err) begin
         err <= 1'b1;

@@ -64,8 +64,12 @@ module vta_dma_read #(
   logic [3:0]  e_log2;
   logic [15:0] n_cols_data;
   logic [3:0]  xp0, xp1;
-  logic [16:0] n_rows, row;
-  logic [16:0] data_first_row, data_end_row;
+  // What the next row (row + 1, or row 0 before the first) is, registered when a row
+  // begins, so beginning one decides from two flags instead of 17-bit compares; the
+  // flags come from down-counters (rows to the data's first row, to its end, to the
+  // end) compared with constants.
+  logic signed [17:0] to_data, to_data_end, to_end;   // from the next row
+  logic        next_is_end, next_is_pad;
   logic [31:0] row_addr;                 // DRAM byte address of the next data row
   logic [SRAM_AW-1:0] sram_ptr;
   // padding run in progress; what follows it
@@ -130,13 +134,17 @@ module vta_dma_read #(
     else if (r_valid && r_ready && (r_resp == 2'b10 || r_resp == 2'b11)) bus_error <= 1'b1;  // SLVERR, DECERR
   end
 
-  // Begin row r; a data row fetches from row_addr, or from the row after it (`step`:
+  // Begin the next row; a data row fetches from row_addr, or from the row after it (`step`:
   // row_addr + stride, which end_data_row moves row_addr to in the same cycle).
-  task automatic begin_row(input logic [16:0] r, input logic step);
-    row <= r;
-    if (r == n_rows) begin
+  task automatic begin_row(input logic step);
+    to_data <= to_data - 1'b1;
+    to_data_end <= to_data_end - 1'b1;
+    to_end <= to_end - 1'b1;
+    next_is_end <= to_end == 18'sd1;
+    next_is_pad <= to_data > 18'sd1 || to_data_end <= 18'sd1;
+    if (next_is_end) begin
       state <= S_DONE;
-    end else if (r < data_first_row || r >= data_end_row) begin
+    end else if (next_is_pad) begin
       pad_left <= 17'(xp0) + 17'(n_cols_data) + 17'(xp1);
       pad_then_data <= 1'b0;
       state <= S_PAD;
@@ -168,7 +176,7 @@ module vta_dma_read #(
       pad_then_data <= 1'b0;
       state <= S_PAD;
     end else begin
-      begin_row(row + 1'b1, 1'b1);
+      begin_row(1'b1);
     end
   endtask
 
@@ -196,9 +204,11 @@ module vta_dma_read #(
           stride_bytes <= 32'(x_stride) << elem_log2;
           xp0 <= x_pad_0;
           xp1 <= x_pad_1;
-          n_rows <= 17'(y_pad_0) + 17'(y_size) + 17'(y_pad_1);
-          data_first_row <= 17'(y_pad_0);
-          data_end_row <= 17'(y_pad_0) + 17'(y_size);
+          to_data <= 18'(y_pad_0);
+          to_data_end <= 18'(y_pad_0) + 18'(y_size);
+          to_end <= 18'(y_pad_0) + 18'(y_size) + 18'(y_pad_1);
+          next_is_end <= 17'(y_pad_0) + 17'(y_size) + 17'(y_pad_1) == 17'd0;
+          next_is_pad <= y_pad_0 != 0 || y_size == 0;
           row_addr <= dram_addr;
           sram_ptr <= sram_base;
           narrow <= 32'(elem_log2) < 32'(BUS_LOG2);
@@ -208,7 +218,7 @@ module vta_dma_read #(
         end
         S_GRANT: begin
           step_offset <= row_addr[LB-1:0] + stride_bytes[LB-1:0];  // no row has ended yet
-          if (gnt || pad_only) begin_row('0, 1'b0);
+          if (gnt || pad_only) begin_row(1'b0);
         end
         S_PAD: begin  // one zero element per cycle
           wr_en <= 1'b1;
@@ -218,7 +228,7 @@ module vta_dma_read #(
           pad_left <= pad_left - 1'b1;
           if (pad_left == 17'd1) begin
             if (pad_then_data) state <= S_AR;
-            else begin_row(row + 1'b1, 1'b0);
+            else begin_row(1'b0);
           end
         end
         S_AR: if (ar_ready) state <= S_R;

@@ -127,9 +127,23 @@ module vta_fetch #(
   assign after_burst = remaining - burst;
   assign burst       = 32'(burst_q);
 
-  // ask for the port, and the next burst, only once the buffer can take all of it
-  logic fits;
-  assign fits     = (BW+1)'(buffered) + (BW+1)'(burst_q) <= (BW+1)'(BOUNDARY_INSNS);
+  // Ask for the port, and the next burst, only once the buffer can take all of it.
+  // `fits` (buffered + burst_q <= BOUNDARY_INSNS) is a register, computed from the
+  // values the two take next, and the burst an address handshake adds is counted in
+  // `buffered` a cycle later (`fired`), so neither the request nor these counters sit
+  // behind the port's grant: request -> grant -> ar_ready -> buffered -> fits -> request
+  // would otherwise close in one cycle.  In S_R, `fits` is not read and is computed for
+  // the burst that comes next (burst_d), so the first S_AR cycle reads the exact value.
+  // A dispatch (`pop`, late: it follows the decode) only picks between sums made
+  // without it.  burst_d, the burst after this one, is registered from remaining and
+  // burst_q, which only change as S_AR is entered: S_R always reads it settled.
+  logic fits, fired;
+  logic [BW-1:0] burst_d;                    // what burst_q takes at a burst's end
+  logic [BW-1:0] kept, kept_less;            // what `buffered` takes without / with a pop
+  logic [BW:0]   next_need;                  // kept + the burst asked for next
+  assign kept      = buffered + (fired ? BW'(burst) : '0);
+  assign kept_less = kept - 1'b1;
+  assign next_need = (BW+1)'(kept) + (BW+1)'(state == S_R ? burst_d : burst_q);
   assign busy     = state != S_IDLE || buffered != 0;
   assign req      = (state == S_AR && fits) || state == S_R;
   assign ar_valid = state == S_AR && fits && gnt;
@@ -142,12 +156,17 @@ module vta_fetch #(
     if (rst) begin
       state <= S_IDLE;
       buffered <= '0;
+      fits <= 1'b0;
+      fired <= 1'b0;
       err <= 1'b0;
       err_code <= '0;
       err_index <= '0;
       seen_finish <= 1'b0;
     end else begin
-      buffered <= buffered + ((ar_valid && ar_ready) ? BW'(burst) : '0) - BW'(pop);
+      fired <= ar_valid && ar_ready;
+      burst_d <= BW'(after_burst < 32'(BOUNDARY_INSNS) ? after_burst : 32'(BOUNDARY_INSNS));
+      buffered <= pop ? kept_less : kept;
+      fits <= next_need <= (BW+1)'(BOUNDARY_INSNS) || (pop && next_need == (BW+1)'(BOUNDARY_INSNS + 1));
       if (pop) index <= index + 1'b1;
       if (pop && 32'(opcode) == OP_FINISH) seen_finish <= 1'b1;
       if (head_valid && bad != 0 && !err) begin
@@ -164,6 +183,7 @@ module vta_fetch #(
           seen_finish <= 1'b0;
           part <= '0;
           buffered <= '0;
+          fits <= 1'b1;                          // the first burst never exceeds the buffer
           err <= 1'b0;
           if (insn_count != 0) state <= S_AR;
         end
@@ -174,7 +194,7 @@ module vta_fetch #(
           if (r_last) begin
             addr <= addr + (burst << 4);
             remaining <= after_burst;
-            burst_q <= BW'(after_burst < 32'(BOUNDARY_INSNS) ? after_burst : 32'(BOUNDARY_INSNS));
+            burst_q <= burst_d;
             state <= (remaining == burst || halt) ? S_IDLE : S_AR;
           end
         end
