@@ -240,3 +240,29 @@ class GraphBuilder:
         meta = {"seed": str(self.seed), **(metadata or {})}
         helper.set_model_props(model, meta)
         return model
+
+
+class PretrainedGraph:
+    """Nodes and initializers of an image classifier whose weights come from a file (the real-weights
+    loaders): unlike GraphBuilder it keeps no numpy trace, which would run the whole network in numpy."""
+
+    def __init__(self) -> None:
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+
+    def const(self, name: str, value: np.ndarray) -> str:
+        """A float32 initializer."""
+        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(value, np.float32), name))
+        return name
+
+    def model(self, graph_name: str, *, batch: int, image_size: int, classes: int, opset: int,
+              doc: str) -> onnx.ModelProto:
+        """The checked model: input "data" (batch, 3, image_size, image_size), output "logits"."""
+        graph = helper.make_graph(
+            self.nodes, graph_name,
+            [helper.make_tensor_value_info("data", TensorProto.FLOAT, [batch, 3, image_size, image_size])],
+            [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, classes])], self.inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="vtakit.zoo")
+        model.doc_string = doc
+        onnx.checker.check_model(model)
+        return model

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
+from vtakit.compiler.zoo.builder import PretrainedGraph
 from vtakit.errors import ZooError
 
 IMAGE_SIZE = 224
@@ -29,19 +30,16 @@ def same_pads(size: int, kernel: int, stride: int) -> tuple[int, int, int]:
     return total // 2, total - total // 2, out
 
 
-class _Emitter:
+class _Emitter(PretrainedGraph):
     def __init__(self, sd: dict[str, np.ndarray]):
-        self.sd, self.nodes, self.inits, self.used = sd, [], [], set()
+        super().__init__()
+        self.sd, self.used = sd, set()
 
     def weight(self, key: str) -> np.ndarray:
         if key not in self.sd:
             raise ZooError(f"the EfficientNet-Lite state dict has no {key!r}")
         self.used.add(key)
         return np.asarray(self.sd[key], np.float32)
-
-    def const(self, name: str, value: np.ndarray) -> str:
-        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
-        return name
 
     def conv_bn(self, x: str, size: int, conv: str, bn: str, *, stride: int = 1, group: int = 1,
                 relu6: bool = True) -> tuple[str, int]:
@@ -93,14 +91,8 @@ def efficientnet_lite0(state_dict: dict[str, np.ndarray], batch: int = 1, opset:
     unused = sorted(k for k in state_dict if k not in e.used and not k.endswith("num_batches_tracked"))
     if unused:
         raise ZooError(f"EfficientNet-Lite0: weights not used by the network: {unused[:4]}")
-    graph = helper.make_graph(
-        e.nodes, "efficientnet_lite0",
-        [helper.make_tensor_value_info("data", TensorProto.FLOAT, [batch, 3, IMAGE_SIZE, IMAGE_SIZE])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, 1000])], e.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="vtakit.zoo")
-    model.doc_string = "EfficientNet-Lite0, pretrained ImageNet weights read from a PyTorch state dict"
-    onnx.checker.check_model(model)
-    return model
+    return e.model("efficientnet_lite0", batch=batch, image_size=IMAGE_SIZE, classes=1000, opset=opset,
+                   doc="EfficientNet-Lite0, pretrained ImageNet weights read from a PyTorch state dict")
 
 
 def preprocess(rgb: np.ndarray) -> np.ndarray:

