@@ -49,6 +49,7 @@ def main() -> None:
     ap.add_argument("--calibration", default=None, help="compile_module's calibration (default its default)")
     ap.add_argument("--keep-float-until", type=float, default=None, help="target output cosine (auto keep-float)")
     ap.add_argument("--requant", default=None, help="compile_module's requant: auto, pow2 or multiplier")
+    ap.add_argument("--range-scale", default=None, help="compile_module's range_scale: auto, on or off")
     args = ap.parse_args()
     model = load(args.model)
     inp = model.graph.input[0]
@@ -56,7 +57,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     samples = [rng.standard_normal(shape).astype(np.float32) for _ in range(args.samples)]
     options = {k: v for k, v in dict(calibration=args.calibration, keep_float_until=args.keep_float_until,
-                                                requant=args.requant).items()
+                                                requant=args.requant, range_scale=args.range_scale).items()
                if v is not None}
     t0 = time.perf_counter()
     module = vtakit.compile(model, args.config, calibrate=samples, **options)

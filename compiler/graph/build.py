@@ -32,6 +32,7 @@ from vtakit.compiler.graph.exponent_search import keep_float_until as keep_float
 from vtakit.compiler.graph.quantize import (POW2_NODES_NOTE, REQUANT_NOTE, Calibration, graph_roundtrip, keep_nodes_float, quantize,
                                             strip_fake_quant, weight_roundtrip)
 from vtakit.compiler.graph.fixed_point import check_requant
+from vtakit.compiler.graph.range_scale import apply_factors, check_mode as check_range_scale, observe_amax, plan_factors
 from vtakit.compiler.graph.simplify import simplify
 from vtakit.compiler.graph import qdq
 from vtakit.compiler.graph.qdq import QdqScales, read_scales
@@ -45,6 +46,7 @@ SYNTHETIC_SAMPLES = 4
 EQUALIZE = "off"  # cross-layer equalization before quantization: equalize.MODES (measured in the README)
 BIAS_CORRECTION = True  # wins on EfficientNet-Lite0: see the README's accuracy figures
 REQUANT = "auto"  # fixed-point multipliers where the config has ALU MUL (fixed_point.py; README, issue 16)
+RANGE_SCALE = "auto"  # activation groups rescaled to fill the int8 range where requant is multiplier (range_scale.py)
 
 
 def optimize(graph: Graph, *, keep_fake_quant: bool = False) -> Graph:
@@ -65,14 +67,17 @@ def optimize(graph: Graph, *, keep_fake_quant: bool = False) -> Graph:
 def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEFAULT_METHOD,
                    equalize: str = EQUALIZE, bias_correction: bool = BIAS_CORRECTION,
                    keep_float=(), keep_float_until: float | None = None,
-                   progress: Progress | None = None, requant: str = "pow2") -> tuple[Graph, Graph, dict[str, Any]]:
+                   progress: Progress | None = None, requant: str = "pow2",
+                   range_scale: str = RANGE_SCALE) -> tuple[Graph, Graph, dict[str, Any]]:
     """(the float graph quantized from, the int8 graph, calibration notes) for an optimized graph.
 
-    requant: "pow2" or "multiplier" (as `fixed_point.check_requant` resolves it for the config).
+    requant: "pow2" or "multiplier" (as `fixed_point.check_requant` resolves it for the config);
+    range_scale: range_scale.MODES (activation groups rescaled to fill the int8 range, range_scale.py).
 
     calibration "search" and keep_float_until judge the int8 graph by its outputs against `g`'s on
     the calibration samples (exponent_search)."""
     check_method(calibration)
+    check_range_scale(range_scale, requant)
     if keep_float_until is not None:
         check_target(keep_float_until)
     samples, synthetic = calibration_samples(g, calibrate, seed)
@@ -81,6 +86,15 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
     uncorrected = prepare_for_int8(g, samples, equalize=equalize, bias_correction=False)
     roundtrip = qdq.weight_roundtrip(g.notes.get("qdq", QdqScales()), graph_roundtrip(uncorrected, requant))
     g = prepare_for_int8(uncorrected, samples, equalize="off", bias_correction=bias_correction, roundtrip=roundtrip)
+    scaling = None
+    if check_range_scale(range_scale, requant) and not g.notes.get("qdq", QdqScales()).act:  # a QDQ model's own scales hold as they are
+        # the factors from the values calibration will see (bias corrected); the correction is then made
+        # again for the scaled weights (the same with float weight scales, re-rounded with power-of-two ones)
+        factors, scaling = plan_factors(g, observe_amax(g, samples))
+        uncorrected = apply_factors(uncorrected, factors)
+        g = apply_factors(g, factors) if not bias_correction else prepare_for_int8(
+            uncorrected, samples, equalize="off", bias_correction=True,
+            roundtrip=qdq.weight_roundtrip(g.notes.get("qdq", QdqScales()), graph_roundtrip(uncorrected, requant)))
     cal: Calibration = run_calibration(g, samples, calibration)
     cal.synthetic = synthetic
     scales: QdqScales = g.notes.get("qdq", QdqScales())
@@ -89,6 +103,8 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
     cal.fixed.update(scales.act)  # the model's activation scales replace calibration for their tensors
     notes: dict[str, Any] = dict(samples=len(samples), synthetic=synthetic, method=calibration, equalize=equalize,
                                  bias_correction=bias_correction, requant=requant)
+    if scaling is not None:
+        notes["range_scale"] = asdict(scaling)
     marked, cache = keep_nodes_float(g, keep_float, uncorrected), {}
     marked.notes[REQUANT_NOTE] = requant
     qdq_nodes = qdq.seed_weight_cache(marked, scales, cache, [n for n in marked.nodes if int8_rule(n.op) == "weights"])
@@ -172,7 +188,8 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
                    schedules: dict[str, Any] | None = None, seed: int = 0, host: str = "cpu",
                    calibration: str = DEFAULT_METHOD, equalize: str = EQUALIZE, bias_correction: bool = BIAS_CORRECTION,
                    keep_float: tuple[str, ...] = (), keep_float_until: float | None = None,
-                   progress: Progress | None = None, requant: str = REQUANT) -> CompiledModule:
+                   progress: Progress | None = None, requant: str = REQUANT,
+                   range_scale: str = RANGE_SCALE) -> CompiledModule:
     """Compile an ONNX model (path, bytes or ModelProto) for `config`; see the module docstring.
 
     calibration: how activation exponents are chosen (compiler.graph.calibration.METHODS);
@@ -180,7 +197,8 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
     keep_float: nodes that stay float on the host; keep_float_until: a mean output cosine on the
     calibration samples, reached by keeping the worst layers float too (exponent_search);
     progress(phase, done, total): called during the searches; requant: how conv/dense requantize
-    (fixed_point.REQUANT_MODES: "auto" is "multiplier" where the config has ALU MUL, else "pow2")."""
+    (fixed_point.REQUANT_MODES: "auto" is "multiplier" where the config has ALU MUL, else "pow2");
+    range_scale: range_scale.MODES, activation groups rescaled to fill the int8 range ("auto": with multipliers)."""
     if target not in TARGETS:
         raise CompileError(f"unknown target {target!r}; use one of {', '.join(TARGETS)}")
     if host not in HOSTS:
@@ -191,6 +209,7 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
     check_method(calibration)
     check_mode(equalize)
     requant = check_requant(requant, cfg.alu_mul, cfg.label)
+    check_range_scale(range_scale, requant)
     if keep_float_until is not None:
         check_target(keep_float_until)
     t0 = time.perf_counter()
@@ -209,7 +228,7 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
     _, q, notes["calibration"] = float_and_int8(g, calibrate, seed=seed, calibration=calibration, equalize=equalize,
                                                 bias_correction=bias_correction, keep_float=keep_float,
                                                 keep_float_until=keep_float_until, progress=progress,
-                                                requant=requant)
+                                                requant=requant, range_scale=range_scale)
     if isinstance(partition_options, dict):
         partition_options = PartitionOptions(**partition_options)
     place = partition(q, cfg, partition_options)

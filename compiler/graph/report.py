@@ -212,6 +212,11 @@ def calibration_lines(notes: dict) -> list[str]:
         lines.append(f"exponent search: output error on the calibration samples {s['error_before']:.5f} -> "
                      f"{s['error_after']:.5f}; {len(s['moved'])} of {s['groups']} exponent groups moved "
                      f"({s['evaluations']} evaluations, {s['seconds']:.1f} s)")
+    if "range_scale" in notes:
+        r = notes["range_scale"]
+        lines.append(f"range scaling: {len(r['factors'])} of {r['groups']} activation groups rescaled "
+                     f"({r['fixed']} cannot be), mean fill of the int8 range {r['mean_fill_before']:.3f} -> "
+                     f"{r['mean_fill_after']:.3f}")
     if "qdq" in notes:
         q = notes["qdq"]
         lines.append(f"model scales kept: {q['activations']} activation tensors, weights of {len(q['weights'])} nodes"

@@ -143,6 +143,10 @@ def _int8_options(p) -> None:
                                       "(ReLU6 becomes ReLU where equalized: changes the float model); default off")
     p.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=None,
                    help="correct each bias for the mean shift its weight quantization causes (default on)")
+    p.add_argument("--range-scale", choices=["auto", "on", "off"],
+                   help="rescale activation groups (weights compensate) so each fills the int8 range at its "
+                        "power-of-two exponent: in effect float activation scales (default auto: on with "
+                        "fixed-point multipliers)")
     p.add_argument("--keep-float", default="", help="NODE,... nodes kept in float on the host")
     p.add_argument("--keep-float-until", type=float, metavar="COSINE",
                    help="also keep the worst layers in float, one at a time, until the mean output cosine on the "
@@ -152,7 +156,7 @@ def _int8_options(p) -> None:
 def _int8_kwargs(args) -> dict:
     """The options the user gave, for compile_module / float_and_int8 (the rest keep their defaults)."""
     given = dict(calibration=args.calibration, equalize=args.equalize, bias_correction=args.bias_correction,
-                 keep_float_until=args.keep_float_until)
+                 keep_float_until=args.keep_float_until, range_scale=args.range_scale)
     return {k: v for k, v in given.items() if v is not None} | dict(keep_float=_keep_float(args.keep_float))
 
 

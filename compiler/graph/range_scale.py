@@ -1,0 +1,193 @@
+"""Activation scales between powers of two, by rescaling the float graph before quantization.
+
+int8 activations have power-of-two scales (requantization is a shift; `quantize`), so a tensor whose
+largest |value| maps to 70 of the 127 int8 levels wastes most of a bit, and over a deep network those
+losses compound (issue 16: on EfficientNet-Lite0 float per-tensor scales would lift the logits cosine
+from 0.980 to 0.995).  Rescaling keeps the power-of-two machinery and moves the tensor instead: where a
+tensor t is written only by convs/dense (or by scale-commuting ops from such tensors) and read only as
+the data input of convs/dense, multiplying the producers' weights, bias and activation bounds by
+alpha and dividing the readers' weights by alpha leaves the float network unchanged, and alpha * t fills
+the int8 range at its power-of-two exponent: in effect a float scale 2**-e / alpha.  Weights keep
+their own scales (float per channel with multipliers, where a factor on a whole weight tensor changes
+nothing; power-of-two per channel otherwise, re-rounded).
+
+Which tensors share a factor (`factor_groups`): the inputs and output of an op that commutes with a
+positive factor (the precision-neutral ops, `quantize.SAME_SCALE_OPS`: ReLU, max pooling, layout ops,
+Concat, Pad and Clip with their constants scaled; Add, whose inputs and output then carry one factor;
+average pooling).  A group is scalable only where every tensor is made by a conv/dense or such an op
+and read only by such ops or as a conv/dense's data input, and none is a graph input or output (the
+user's values) or a constant.  A group spans one or more exponent groups (`quantize.exponent_groups`;
+a residual stream's adds chain them): its factor is the one, among each exponent group's ideal, with
+the least summed relative rounding error over them (`best_factor`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from vtakit.errors import CompileError
+from vtakit.compiler.graph.execute import run_graph
+from vtakit.compiler.graph.ir import Graph, Node
+from vtakit.compiler.graph.quantize import SAME_SCALE_OPS, _Groups, exponent_groups, ideal_exponent, precision_plan
+
+LINEAR_OPS = frozenset(SAME_SCALE_OPS) | {"Add", "AveragePool", "GlobalAveragePool"}
+"""Ops whose output carries its inputs' factor: every input and the output in one factor group."""
+MODES = ("auto", "on", "off")
+"""auto: on where conv/dense requantize with multipliers (requant "multiplier"), off with power-of-two shifts."""
+MARGIN = 1 - 2 ** -10
+"""A factor stops this far below the int8 range's edge: calibration's float rounding must not tip a tensor
+into the next coarser exponent (a whole bit lost)."""
+
+
+def check_mode(mode: str, requant: str) -> bool:
+    """Whether range scaling applies under `mode` with the requantization scheme `requant`.
+
+    Why auto is off with power-of-two shifts: the readers' weights divided by a factor are re-rounded to
+    power-of-two scales, and a conv whose output exponent is bounded by its coarsest weight channel (no left
+    shift) may have to coarsen it.  Measured (README, issue 16): EfficientNet-Lite0 on pynq 0.974 -> 0.988
+    logits cosine, but the seeded ResNet-18 with a centred classifier 0.985 -> 0.971; with multipliers both win."""
+    if mode not in MODES:
+        raise CompileError(f"unknown range_scale mode {mode!r}; use one of {', '.join(MODES)}")
+    return mode == "on" or (mode == "auto" and requant == "multiplier")
+
+
+@dataclass(frozen=True)
+class RangeScaling:
+    """What `scale_ranges` did: the factor of each scaled group (named by its first tensor)."""
+
+    factors: dict[str, float]
+    groups: int          # factor groups holding int8 tensors
+    fixed: int           # of those, the ones that cannot be scaled (a graph input/output, a float reader, ...)
+    mean_fill_before: float  # mean over int8 tensors of amax * 2**e / 127 (1: the int8 range filled)
+    mean_fill_after: float
+
+
+def _weighted(g: Graph, n: Node) -> bool:
+    return n.op in ("Conv", "Dense") and len(n.inputs) > 1 and g.is_const(n.inputs[1])
+
+
+def factor_groups(g: Graph) -> _Groups:
+    """Tensors that must carry one factor: the activation inputs and output of every LINEAR_OPS node."""
+    groups = _Groups()
+    for n in g.nodes:
+        if n.op in LINEAR_OPS:
+            for t in n.inputs:
+                if t and not g.is_const(t):
+                    groups.union(t, n.outputs[0])
+    return groups
+
+
+def _scalable(g: Graph, groups: _Groups) -> dict[str, bool]:
+    """Group root -> whether a factor on it can be absorbed by its producers and readers exactly."""
+    ok: dict[str, bool] = {}
+    producers, readers = g.producers(), g.consumers()
+    tensors = set(g.tensors) - set(g.consts)
+    for t in tensors:
+        root = groups.find(t)
+        p = producers.get(t)
+        good = t not in g.inputs and t not in g.outputs and p is not None \
+            and (_weighted(g, p) or p.op in LINEAR_OPS) \
+            and all(r.op in LINEAR_OPS or (_weighted(g, r) and r.inputs[0] == t and t not in r.inputs[1:])
+                    for r in readers.get(t, []))
+        if p is not None and p.op in ("Add", "Concat") and any(i and g.is_const(i) for i in p.inputs):
+            good = False  # a constant operand would need the factor too
+        ok[root] = ok.get(root, True) and good
+    return ok
+
+
+def _fill(amax: float, alpha: float) -> float:
+    """amax * alpha * 2**e / 127 at the exponent calibration "max" gives alpha * amax: in (0.5, 1]."""
+    v = amax * alpha
+    return v * 2.0 ** ideal_exponent(v) / 127.0 if v > 0 else 1.0
+
+
+def best_factor(amaxes: list[float], weights: list[float]) -> float:
+    """alpha in [1, 2) minimizing sum(weight / fill(amax * alpha)**2) (rounding error relative to range),
+    among each amax's own ideal factor (any alpha is one of those or worse for every amax)."""
+    live = [(a, w) for a, w in zip(amaxes, weights) if a > 0]
+    if not live:
+        return 1.0
+    candidates = {1.0}
+    for a, _ in live:
+        f = 127.0 * 2.0 ** -ideal_exponent(a) / a  # in [1, 2) unless the exponent range clamps
+        if 1.0 <= f < 2.0:
+            candidates.add(f * MARGIN)
+    return min(sorted(candidates), key=lambda f: sum(w / _fill(a, f) ** 2 for a, w in live))
+
+
+def observe_amax(g: Graph, samples: list[dict[str, np.ndarray]]) -> dict[str, float]:
+    """Largest |value| of every float tensor over the samples."""
+    amax: dict[str, float] = {}
+
+    def observe(name: str, value: np.ndarray) -> None:
+        if value.dtype == np.float32 and value.size:
+            amax[name] = max(amax.get(name, 0.0), float(np.max(np.abs(value))))
+
+    for feeds in samples:
+        for name, v in feeds.items():
+            observe(name, np.asarray(v, np.float32))
+        run_graph(g, feeds, observer=observe)
+    return amax
+
+
+def plan_factors(g: Graph, amax: dict[str, float]) -> tuple[dict[str, float], RangeScaling]:
+    """The factor of every tensor to scale (see the docstring) and a summary; `amax`: each tensor's largest
+    |value| on the calibration samples (`observe_amax`)."""
+    plan = precision_plan(g)
+    exp_groups, int8_tensors = exponent_groups(g, [n for n in g.nodes if n.name in plan.int8])
+    wide = {n.outputs[0] for n in g.nodes if n.name in plan.wide}  # int32 accumulators: no int8 range to fill
+    int8_tensors = {t for t in int8_tensors if t in amax and t not in wide}
+    groups = factor_groups(g)
+    scalable = _scalable(g, groups)
+    members: dict[str, dict[str, list[str]]] = {}  # factor group -> exponent group -> int8 tensors
+    for t in sorted(int8_tensors):
+        members.setdefault(groups.find(t), {}).setdefault(exp_groups.find(t), []).append(t)
+    by_root: dict[str, float] = {}
+    for root, by_exp in members.items():
+        if scalable.get(root, False):
+            f = best_factor([max(amax[t] for t in ts) for ts in by_exp.values()], [len(ts) for ts in by_exp.values()])
+            if f != 1.0:
+                by_root[root] = f
+    factors = {t: by_root[groups.find(t)] for t in g.tensors if groups.find(t) in by_root and not g.is_const(t)}
+    names = {root: min(t for ts in members[root].values() for t in ts) for root in by_root}
+    fills = [(_fill(amax[t], 1.0), _fill(amax[t], factors.get(t, 1.0))) for t in int8_tensors]
+    before, after = (float(np.mean(v)) if v else 1.0 for v in zip(*fills)) if fills else (1.0, 1.0)
+    return factors, RangeScaling({names[r]: f for r, f in by_root.items()}, len(members),
+                                 sum(not scalable.get(r, False) for r in members), before, after)
+
+
+def apply_factors(graph: Graph, factors: dict[str, float]) -> Graph:
+    """A copy of the graph in which every tensor t holds factors.get(t, 1) times its old value: the
+    producers' weights, bias and bounds scaled, the readers' weights divided (the float function kept)."""
+    g = graph.copy()
+    _apply(g, lambda t: factors.get(t, 1.0) if t else 1.0)
+    return g
+
+
+def _apply(g: Graph, factor) -> None:
+    """Rewrite `g` in place so that every tensor t holds factor(t) times its old value (the same constant
+    names on every graph it is applied to: compile_module's corrected and uncorrected graphs pair nodes by them)."""
+    for n in g.nodes:
+        f_out = factor(n.outputs[0])
+        if _weighted(g, n):
+            f_in = factor(n.inputs[0])
+            if f_out == 1.0 and f_in == 1.0:
+                continue
+            w = g.consts[n.inputs[1]]
+            n.inputs[1] = g.add_const(f"{n.name}.weight_rs", (w.astype(np.float64) * (f_out / f_in)).astype(w.dtype))
+            if len(n.inputs) > 2 and n.inputs[2]:
+                b = g.consts[n.inputs[2]]
+                n.inputs[2] = g.add_const(f"{n.name}.bias_rs", (b.astype(np.float64) * f_out).astype(b.dtype))
+        elif f_out == 1.0:
+            continue
+        if "act" in n.attrs:
+            lo, hi = n.attrs["act"]
+            n.attrs["act"] = (lo * f_out, hi * f_out)
+        if n.op == "Clip":
+            n.attrs["lo"], n.attrs["hi"] = n.attrs["lo"] * f_out, n.attrs["hi"] * f_out
+        elif n.op == "Pad" and n.attrs.get("value"):
+            n.attrs["value"] = float(n.attrs["value"]) * f_out
+    g.prune()
+    g.validate()
