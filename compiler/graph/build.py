@@ -29,10 +29,10 @@ from vtakit.compiler.graph.calibration import DEFAULT_METHOD, calibrate as run_c
 from vtakit.compiler.graph.equalize import check_mode, correct_bias, equalize as equalize_ranges
 from vtakit.compiler.graph.exponent_search import Progress, check_target, float_outputs, search_exponents
 from vtakit.compiler.graph.exponent_search import keep_float_until as keep_float_until_met
-from vtakit.compiler.graph.quantize import (POW2_NODES_NOTE, REQUANT_NOTE, Calibration, graph_roundtrip, keep_nodes_float, quantize,
-                                            strip_fake_quant, weight_roundtrip)
+from vtakit.compiler.graph.quantize import (POW2_NODES_NOTE, REQUANT_NOTE, Calibration, graph_roundtrip, keep_nodes_float,
+                                            one_shift, quantize, strip_fake_quant, weight_roundtrip)
 from vtakit.compiler.graph.fixed_point import check_requant
-from vtakit.compiler.graph.range_scale import apply_factors, check_mode as check_range_scale, observe_amax, plan_factors
+from vtakit.compiler.graph.range_scale import check_mode as check_range_scale, scale_and_correct
 from vtakit.compiler.graph.simplify import simplify
 from vtakit.compiler.graph import qdq
 from vtakit.compiler.graph.qdq import QdqScales, read_scales
@@ -46,7 +46,7 @@ SYNTHETIC_SAMPLES = 4
 EQUALIZE = "off"  # cross-layer equalization before quantization: equalize.MODES (measured in the README)
 BIAS_CORRECTION = True  # wins on EfficientNet-Lite0: see the README's accuracy figures
 REQUANT = "auto"  # fixed-point multipliers where the config has ALU MUL (fixed_point.py; README, issue 16)
-RANGE_SCALE = "auto"  # activation groups rescaled to fill the int8 range where requant is multiplier (range_scale.py)
+RANGE_SCALE = "on"  # activation groups rescaled to fill the int8 range (range_scale.py; README, issue 16)
 
 
 def optimize(graph: Graph, *, keep_fake_quant: bool = False) -> Graph:
@@ -77,7 +77,7 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
     calibration "search" and keep_float_until judge the int8 graph by its outputs against `g`'s on
     the calibration samples (exponent_search)."""
     check_method(calibration)
-    check_range_scale(range_scale, requant)
+    check_range_scale(range_scale)
     if keep_float_until is not None:
         check_target(keep_float_until)
     samples, synthetic = calibration_samples(g, calibrate, seed)
@@ -87,14 +87,15 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
     roundtrip = qdq.weight_roundtrip(g.notes.get("qdq", QdqScales()), graph_roundtrip(uncorrected, requant))
     g = prepare_for_int8(uncorrected, samples, equalize="off", bias_correction=bias_correction, roundtrip=roundtrip)
     scaling = None
-    if check_range_scale(range_scale, requant) and not g.notes.get("qdq", QdqScales()).act:  # a QDQ model's own scales hold as they are
-        # the factors from the values calibration will see (bias corrected); the correction is then made
-        # again for the scaled weights (the same with float weight scales, re-rounded with power-of-two ones)
-        factors, scaling = plan_factors(g, observe_amax(g, samples))
-        uncorrected = apply_factors(uncorrected, factors)
-        g = apply_factors(g, factors) if not bias_correction else prepare_for_int8(
-            uncorrected, samples, equalize="off", bias_correction=True,
-            roundtrip=qdq.weight_roundtrip(g.notes.get("qdq", QdqScales()), graph_roundtrip(uncorrected, requant)))
+    if check_range_scale(range_scale) and not g.notes.get("qdq", QdqScales()).act:  # a QDQ model's scales hold
+        model_scales = g.notes.get("qdq", QdqScales())
+
+        def recorrect(scaled: Graph) -> Graph:
+            return prepare_for_int8(scaled, samples, equalize="off", bias_correction=True,
+                                    roundtrip=qdq.weight_roundtrip(model_scales, graph_roundtrip(scaled, requant)))
+
+        uncorrected, g, scaling = scale_and_correct(uncorrected, g, samples, recorrect if bias_correction else None,
+                                                    one_shift if requant == "pow2" else None)
     cal: Calibration = run_calibration(g, samples, calibration)
     cal.synthetic = synthetic
     scales: QdqScales = g.notes.get("qdq", QdqScales())
@@ -198,7 +199,7 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
     calibration samples, reached by keeping the worst layers float too (exponent_search);
     progress(phase, done, total): called during the searches; requant: how conv/dense requantize
     (fixed_point.REQUANT_MODES: "auto" is "multiplier" where the config has ALU MUL, else "pow2");
-    range_scale: range_scale.MODES, activation groups rescaled to fill the int8 range ("auto": with multipliers)."""
+    range_scale: range_scale.MODES, "on": activation groups rescaled to fill the int8 range."""
     if target not in TARGETS:
         raise CompileError(f"unknown target {target!r}; use one of {', '.join(TARGETS)}")
     if host not in HOSTS:
@@ -209,7 +210,7 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
     check_method(calibration)
     check_mode(equalize)
     requant = check_requant(requant, cfg.alu_mul, cfg.label)
-    check_range_scale(range_scale, requant)
+    check_range_scale(range_scale)
     if keep_float_until is not None:
         check_target(keep_float_until)
     t0 = time.perf_counter()

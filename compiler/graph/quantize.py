@@ -310,6 +310,12 @@ def _weight_exps(w: np.ndarray, wide: bool) -> np.ndarray:
     return weight_exps(w, _weight_exp, _weight_error)
 
 
+def one_shift(w: np.ndarray) -> bool:
+    """Whether power-of-two weights w requantize with one shift for all output channels (no shift vector)."""
+    e = _weight_exps(w, wide=False)
+    return bool(np.all(e == e[0]))
+
+
 def weight_roundtrip(w: np.ndarray, requant: str = "pow2") -> np.ndarray:
     """The float value of `w` after this module's weight quantization (what bias correction compares):
     per output channel where the quantizer would choose that (an int8 result); float per-channel

@@ -23,7 +23,8 @@ the least summed relative rounding error over them (`best_factor`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -34,23 +35,23 @@ from vtakit.compiler.graph.quantize import SAME_SCALE_OPS, _Groups, exponent_gro
 
 LINEAR_OPS = frozenset(SAME_SCALE_OPS) | {"Add", "AveragePool", "GlobalAveragePool"}
 """Ops whose output carries its inputs' factor: every input and the output in one factor group."""
-MODES = ("auto", "on", "off")
-"""auto: on where conv/dense requantize with multipliers (requant "multiplier"), off with power-of-two shifts."""
+MODES = ("on", "off")
 MARGIN = 1 - 2 ** -10
 """A factor stops this far below the int8 range's edge: calibration's float rounding must not tip a tensor
 into the next coarser exponent (a whole bit lost)."""
+SETTLE_ROUNDS = 4
+SETTLE_MARGIN = 1 - 2 ** -6
+"""A factor shrunk for an overshoot stops this far below the range: re-rounding power-of-two weights moves the
+correction by a few tenths of a percent each time."""
+"""How often `scale_and_correct` shrinks factors whose tensors grew past their exponent's range when the bias
+correction was made again for the scaled weights (power-of-two weights are re-rounded)."""
 
 
-def check_mode(mode: str, requant: str) -> bool:
-    """Whether range scaling applies under `mode` with the requantization scheme `requant`.
-
-    Why auto is off with power-of-two shifts: the readers' weights divided by a factor are re-rounded to
-    power-of-two scales, and a conv whose output exponent is bounded by its coarsest weight channel (no left
-    shift) may have to coarsen it.  Measured (README, issue 16): EfficientNet-Lite0 on pynq 0.974 -> 0.988
-    logits cosine, but the seeded ResNet-18 with a centred classifier 0.985 -> 0.971; with multipliers both win."""
+def check_mode(mode: str) -> bool:
+    """Whether range scaling applies under `mode` (one clear error for an unknown one)."""
     if mode not in MODES:
         raise CompileError(f"unknown range_scale mode {mode!r}; use one of {', '.join(MODES)}")
-    return mode == "on" or (mode == "auto" and requant == "multiplier")
+    return mode == "on"
 
 
 @dataclass(frozen=True)
@@ -132,9 +133,11 @@ def observe_amax(g: Graph, samples: list[dict[str, np.ndarray]]) -> dict[str, fl
     return amax
 
 
-def plan_factors(g: Graph, amax: dict[str, float]) -> tuple[dict[str, float], RangeScaling]:
+def plan_factors(g: Graph, amax: dict[str, float],
+                 one_shift: Callable[[np.ndarray], bool] | None = None) -> tuple[dict[str, float], RangeScaling]:
     """The factor of every tensor to scale (see the docstring) and a summary; `amax`: each tensor's largest
-    |value| on the calibration samples (`observe_amax`)."""
+    |value| on the calibration samples (`observe_amax`); `one_shift(w)`: whether weights w requantize with
+    one shift for all output channels (power-of-two weights; `_per_channel_only`)."""
     plan = precision_plan(g)
     exp_groups, int8_tensors = exponent_groups(g, [n for n in g.nodes if n.name in plan.int8])
     wide = {n.outputs[0] for n in g.nodes if n.name in plan.wide}  # int32 accumulators: no int8 range to fill
@@ -144,6 +147,8 @@ def plan_factors(g: Graph, amax: dict[str, float]) -> tuple[dict[str, float], Ra
     members: dict[str, dict[str, list[str]]] = {}  # factor group -> exponent group -> int8 tensors
     for t in sorted(int8_tensors):
         members.setdefault(groups.find(t), {}).setdefault(exp_groups.find(t), []).append(t)
+    if one_shift is not None:
+        scalable = _per_channel_only(g, groups, scalable, one_shift, plan)
     by_root: dict[str, float] = {}
     for root, by_exp in members.items():
         if scalable.get(root, False):
@@ -156,6 +161,27 @@ def plan_factors(g: Graph, amax: dict[str, float]) -> tuple[dict[str, float], Ra
     before, after = (float(np.mean(v)) if v else 1.0 for v in zip(*fills)) if fills else (1.0, 1.0)
     return factors, RangeScaling({names[r]: f for r, f in by_root.items()}, len(members),
                                  sum(not scalable.get(r, False) for r in members), before, after)
+
+
+def _per_channel_only(g: Graph, groups: _Groups, scalable: dict[str, bool], one_shift: Callable[[np.ndarray], bool],
+                      plan) -> dict[str, bool]:
+    """`scalable` without the groups that a conv/dense with one weight exponent for all its channels writes
+    or reads (power-of-two weights).  Why: such a layer's weights move by the factor as a whole, so the
+    precision the activations gain its weights lose (the fill of one power-of-two range traded for another),
+    and a factor that moves its channels' maxima across powers of two unevenly gives it a per-channel
+    shift vector, an ALU pass with a tensor operand: 2 cycles per output entry.  The seeded ResNet-18
+    with a centred classifier, whose random weights are alike across channels, loses cosine (0.985 ->
+    0.980) and the demo ResNet-18 0.4 % of its cycles without this rule.  Per-channel exponents round each
+    channel's scaled maximum afresh, so their layers lose nothing on average."""
+    scalable = dict(scalable)
+    for n in g.nodes:
+        if not _weighted(g, n):
+            continue
+        per_channel = n.name in plan.int8 and n.name not in plan.wide and not one_shift(g.consts[n.inputs[1]])
+        if not per_channel:
+            for t in (n.inputs[0], n.outputs[0]):
+                scalable[groups.find(t)] = False
+    return scalable
 
 
 def apply_factors(graph: Graph, factors: dict[str, float]) -> Graph:
@@ -191,3 +217,35 @@ def _apply(g: Graph, factor) -> None:
             n.attrs["value"] = float(n.attrs["value"]) * f_out
     g.prune()
     g.validate()
+
+
+def scale_and_correct(uncorrected: Graph, corrected: Graph, samples: list[dict[str, np.ndarray]],
+                      correct: Callable[[Graph], Graph] | None,
+                      one_shift: Callable[[np.ndarray], bool] | None = None) -> tuple[Graph, Graph, RangeScaling]:
+    """(uncorrected, corrected) graphs range-scaled, the factors planned on `corrected`'s values (the ones
+    calibration sees).  `correct` makes the bias correction again for the scaled weights (None: no bias
+    correction, `corrected` is `uncorrected`).  With float weight scales the new correction is the old one
+    scaled; with power-of-two weights it differs a little and may push a tensor past the range its factor
+    aimed at (a whole bit lost): such groups' factors shrink by the overshoot, up to SETTLE_ROUNDS times.
+    `one_shift`: as `plan_factors`."""
+    amax = observe_amax(corrected, samples)
+    factors, summary = plan_factors(corrected, amax, one_shift)
+    if correct is None:
+        return apply_factors(uncorrected, factors), apply_factors(corrected, factors), summary
+    limit = {t: 127.0 * 2.0 ** -ideal_exponent(amax[t] * f) for t, f in factors.items() if amax.get(t, 0) > 0}
+    groups = factor_groups(corrected)
+    for settle in range(SETTLE_ROUNDS + 1):
+        scaled = apply_factors(uncorrected, factors)
+        g = correct(scaled)
+        if settle == SETTLE_ROUNDS:
+            break
+        now = observe_amax(g, samples)
+        shrink: dict[str, float] = {}
+        for t, bound in limit.items():
+            if now.get(t, 0.0) > bound:
+                root = groups.find(t)
+                shrink[root] = min(shrink.get(root, 1.0), bound / now[t] * SETTLE_MARGIN)
+        if not shrink:
+            break
+        factors = {t: f * shrink.get(groups.find(t), 1.0) for t, f in factors.items()}
+    return scaled, g, replace(summary, factors={k: factors[k] for k in summary.factors})

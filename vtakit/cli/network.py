@@ -143,10 +143,9 @@ def _int8_options(p) -> None:
                                       "(ReLU6 becomes ReLU where equalized: changes the float model); default off")
     p.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=None,
                    help="correct each bias for the mean shift its weight quantization causes (default on)")
-    p.add_argument("--range-scale", choices=["auto", "on", "off"],
+    p.add_argument("--range-scale", choices=["on", "off"],
                    help="rescale activation groups (weights compensate) so each fills the int8 range at its "
-                        "power-of-two exponent: in effect float activation scales (default auto: on with "
-                        "fixed-point multipliers)")
+                        "power-of-two exponent: in effect float activation scales (default on)")
     p.add_argument("--keep-float", default="", help="NODE,... nodes kept in float on the host")
     p.add_argument("--keep-float-until", type=float, metavar="COSINE",
                    help="also keep the worst layers in float, one at a time, until the mean output cosine on the "

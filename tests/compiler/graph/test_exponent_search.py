@@ -93,13 +93,15 @@ def test_search_module_is_bit_identical_on_cpu_and_the_cycle_model(small):
 def test_keep_float_until_keeps_the_layers_that_help_most(small):
     _, g, samples = small
     want = float_outputs(g, samples)
-    fg, _, _ = float_and_int8(g, samples)  # the float graph after bias correction, as compile quantizes it
+    # the float graph after bias correction, as compile quantizes it (range scaling off: `g` is then the
+    # uncorrected graph keep_float_until restores biases from)
+    fg, _, _ = float_and_int8(g, samples, range_scale="off")
     cal = calibrate(fg, samples, "max")
     easy = keep_float_until(fg, cal, samples, want, 0.5, uncorrected=g)
     assert easy.kept == () and easy.cosine_after == easy.cosine_before
     hard = keep_float_until(fg, cal, samples, want, 1.0, max_nodes=2, uncorrected=g)
     assert len(hard.kept) == 2 and hard.cosine_after > hard.cosine_before
-    _, q, notes = float_and_int8(g, samples, calibration="max", keep_float_until=1.0)
+    _, q, notes = float_and_int8(g, samples, calibration="max", keep_float_until=1.0, range_scale="off")
     kept = notes["keep_float_auto"]["kept"]
     assert kept[:2] == hard.kept
     for name in kept:
@@ -155,7 +157,7 @@ def test_a_node_kept_float_keeps_its_uncorrected_bias(small):
     """Bias correction offsets the int8 weights' error; a node kept float has none, so it computes
     with the model's own bias (and its output equals the float model's on the same input)."""
     _, g, samples = small
-    fg, q, _ = float_and_int8(g, samples, keep_float=("branch1.conv",))
+    fg, q, _ = float_and_int8(g, samples, keep_float=("branch1.conv",), range_scale="off")
     assert fg.node("branch1.conv").inputs[2].endswith(".bias_corrected")  # the int8 graph's source
     node = q.node("branch1.conv")
     assert node.op == "Conv" and node.inputs[2] == g.node("branch1.conv").inputs[2]

@@ -8,7 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from vtakit.errors import CompileError
 from vtakit.compiler.graph import compile_module
-from vtakit.compiler.graph.build import optimize
+from vtakit.compiler.graph.build import float_and_int8, optimize
 from vtakit.compiler.graph.execute import run_graph
 from vtakit.compiler.graph.onnx_frontend import import_onnx
 from vtakit.compiler.graph.quantize import ideal_exponent
@@ -95,6 +95,17 @@ def test_scaled_tensors_fill_the_int8_range(scaled):
             assert after[t] == pytest.approx(before[t] * f, rel=1e-4)
 
 
+def test_a_node_kept_float_takes_the_scaled_uncorrected_bias():
+    """A node kept in float computes with the model's bias (no bias correction: it has no int8 weight error)
+    times its group's factor (its readers' weights were divided by it)."""
+    g = optimize(import_onnx(_model()))
+    fg, q, notes = float_and_int8(g, _samples(), keep_float=("Conv_9",), requant="multiplier")
+    factor = notes["range_scale"]["factors"]["f"]  # Conv_9 writes e, in f's group (e -> pool -> flatten)
+    node = q.node("Conv_9")
+    assert node.op == "Conv" and not node.inputs[2].endswith("bias_corrected")
+    np.testing.assert_allclose(q.consts[node.inputs[2]], g.consts[g.node("Conv_9").inputs[2]] * factor, rtol=1e-6)
+
+
 def test_best_factor():
     assert best_factor([70.0], [1]) == pytest.approx(127 / 70 * MARGIN)
     assert best_factor([127.0], [1]) == 1.0 or best_factor([127.0], [1]) == pytest.approx(MARGIN * 1.0, rel=1e-9)
@@ -105,20 +116,20 @@ def test_best_factor():
 
 
 def test_modes():
-    assert check_mode("auto", "multiplier") and not check_mode("auto", "pow2")
-    assert check_mode("on", "pow2") and not check_mode("off", "multiplier")
+    assert check_mode("on") and not check_mode("off")
     with pytest.raises(CompileError, match="range_scale"):
-        check_mode("always", "pow2")
+        check_mode("always")
     with pytest.raises(CompileError, match="range_scale"):
-        compile_module(_model(), "pynq_mul", calibrate=[s["x"] for s in _samples(2)], range_scale="always")
+        compile_module(_model(), "pynq", calibrate=[s["x"] for s in _samples(2)], range_scale="always")
 
 
-def test_compiled_module_bit_identical_and_closer_to_float():
-    """On pynq_mul (multipliers: range scaling on by default) the host reference and the functional
+@pytest.mark.parametrize("config", ["pynq", "pynq_mul"])
+def test_compiled_module_bit_identical_and_closer_to_float(config):
+    """On pynq (power-of-two shifts) and pynq_mul (multipliers) the host reference and the functional
     simulator agree bit for bit; the int8 outputs are at least as close to float as without scaling."""
     cal = [s["x"] for s in _samples(4)]
-    on = compile_module(_model(), "pynq_mul", calibrate=cal)
-    off = compile_module(_model(), "pynq_mul", calibrate=cal, range_scale="off")
+    on = compile_module(_model(), config, calibrate=cal)
+    off = compile_module(_model(), config, calibrate=cal, range_scale="off")
     assert "range_scale" in on.notes["calibration"] and "range_scale" not in off.notes["calibration"]
     g = optimize(import_onnx(_model()))
     errors = {"on": 0.0, "off": 0.0}
