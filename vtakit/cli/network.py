@@ -152,6 +152,12 @@ def _int8_options(p) -> None:
                         "calibration samples reaches COSINE (at most 8 layers; they are printed)")
 
 
+def _requant_option(p) -> None:
+    p.add_argument("--requant", choices=["auto", "pow2", "multiplier"],
+                   help="conv/dense requantization: power-of-two shifts, or per-channel fixed-point multipliers "
+                        "(configs with ALU MUL); default auto: multipliers where the config has MUL")
+
+
 def _int8_kwargs(args) -> dict:
     """The options the user gave, for compile_module / float_and_int8 (the rest keep their defaults)."""
     given = dict(calibration=args.calibration, equalize=args.equalize, bias_correction=args.bias_correction,
@@ -197,7 +203,9 @@ def _keep_float(spec: str) -> tuple[str, ...]:
 def cmd_accuracy(args) -> int:
     """`report MODEL --accuracy`: the float and int8 graphs side by side, per layer."""
     from vtakit.compiler.graph.accuracy import accuracy_report
-    from vtakit.compiler.graph.build import first_sample_shapes, float_and_int8, optimize
+    from vtakit.compiler.graph.build import REQUANT, first_sample_shapes, float_and_int8, optimize
+    from vtakit.compiler.graph.fixed_point import check_requant
+    from vtakit.isa.config import HwConfig
     from vtakit.compiler.graph.onnx_frontend import import_onnx
 
     cal = _calibration(args.calibrate)
@@ -212,8 +220,10 @@ def cmd_accuracy(args) -> int:
             raise VtaError(f"--input .npy feeds one input; the model has {len(graph.inputs)}: use an .npz")
         data = {graph.inputs[0]: data}
     kwargs = _int8_kwargs(args)
+    cfg = HwConfig.load(args.config or DEFAULT_PRESET)
+    requant = check_requant(args.requant or REQUANT, cfg.alu_mul, cfg.label)  # as compile_module resolves it
     with _search_progress(_searches(kwargs)) as progress:
-        fg, qg, notes = float_and_int8(graph, cal, seed=args.seed, progress=progress, **kwargs)
+        fg, qg, notes = float_and_int8(graph, cal, seed=args.seed, progress=progress, requant=requant, **kwargs)
     if notes["synthetic"]:
         console.print("[yellow]calibrated on seeded random inputs[/] (no --calibrate given)")
     rep = accuracy_report(fg, qg, data)
@@ -221,7 +231,7 @@ def cmd_accuracy(args) -> int:
     for line in rep.summary_lines():
         console.print(line)
     console.print(f"calibration {notes['method']} on {notes['samples']} samples; equalize {notes['equalize']}, "
-                  f"bias correction {notes['bias_correction']}")
+                  f"bias correction {notes['bias_correction']}; requantization {requant} ({cfg.label})")
     _print_search_notes(notes)
     if args.plot:
         console.print(f"plot written to {rep.plot(args.plot)}")
@@ -262,9 +272,7 @@ def register(sub) -> None:
     c.add_argument("--seed", type=int, default=0, help="seed of the synthetic calibration inputs")
     c.add_argument("--tuning-log", help="use the best schedules this `vtakit tune` log recorded")
     _int8_options(c)
-    c.add_argument("--requant", choices=["auto", "pow2", "multiplier"],
-                   help="conv/dense requantization: power-of-two shifts, or per-channel fixed-point multipliers "
-                        "(configs with ALU MUL); default auto: multipliers where the config has MUL")
+    _requant_option(c)
     c.add_argument("-o", "--output", default="model.vtamod")
     c.set_defaults(func=cmd_compile)
 
@@ -286,7 +294,10 @@ def register(sub) -> None:
     p.add_argument("--calibrate", help="with --accuracy: .npy of N stacked samples, or .npz by input name")
     p.add_argument("--input-shape", action="append", help="with --accuracy: NAME=D0,D1,... for symbolic dims")
     p.add_argument("--plot", default="out/accuracy.png", help="with --accuracy: the PNG plot")
+    p.add_argument("--config", help="with --accuracy: the configuration whose requantization the int8 graph uses "
+                                    "(multipliers where it has ALU MUL); " + CONFIG_HELP)
     _int8_options(p)
+    _requant_option(p)
     p.add_argument("--input", help=".npy or .npz (default: seeded random inputs)")
     p.add_argument("--device", default="sim", choices=device_names())
     p.add_argument("--roofline", default="out/roofline.png")

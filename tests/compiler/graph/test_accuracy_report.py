@@ -37,6 +37,22 @@ def test_report_accuracy_prints_every_int8_layer_and_writes_the_plot(tmp_path, c
     assert "SQNR" in text and "output logits" in text and "calibration kl" in text and png.stat().st_size > 0
 
 
+def test_report_accuracy_follows_the_configs_requantization(tmp_path, capsys):
+    """--config picks the requantization compile_module would (multipliers on pynq_mul, whose int8 graph
+    then carries them); a multiplier on a config without MUL is one clear error."""
+    model, _ = _digits(tmp_path)
+    args = ["report", str(model), "--accuracy", "--calibrate", str(tmp_path / "cal.npy"), "--input",
+            str(tmp_path / "x.npy"), "--plot", ""]
+    assert main(args + ["--config", "pynq_mul"]) == 0
+    text = capsys.readouterr().out
+    assert "requantization multiplier (pynq_mul)" in text and "range scaling:" in text and "│ fc " in text
+    assert main(args) == 0
+    assert "requantization pow2 (pynq)" in capsys.readouterr().out
+    assert main(args + ["--requant", "multiplier"]) != 0
+    err = capsys.readouterr()
+    assert "needs the ALU MUL extension" in err.out + err.err
+
+
 def test_layer_figures_match_a_direct_comparison(tmp_path):
     model, x = _digits(tmp_path)
     g = optimize(import_onnx(str(model), bind={"": (1, 1, 8, 8)}))
