@@ -84,15 +84,17 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
     t1 = time.perf_counter()
     want = float_outputs(g, samples) if calibration == "search" or keep_float_until is not None else []
     uncorrected = prepare_for_int8(g, samples, equalize=equalize, bias_correction=False)
-    roundtrip = qdq.weight_roundtrip(g.notes.get("qdq", QdqScales()), graph_roundtrip(uncorrected, requant))
+    multiplied = requant == "multiplier"
+    roundtrip = qdq.weight_roundtrip(g.notes.get("qdq", QdqScales()), graph_roundtrip(uncorrected, requant), multiplied)
     g = prepare_for_int8(uncorrected, samples, equalize="off", bias_correction=bias_correction, roundtrip=roundtrip)
     scaling = None
-    if check_range_scale(range_scale) and not g.notes.get("qdq", QdqScales()).act:  # a QDQ model's scales hold
+    if check_range_scale(range_scale) and not g.notes.get("qdq", QdqScales()):  # a QDQ model's scales hold
         model_scales = g.notes.get("qdq", QdqScales())
 
         def recorrect(scaled: Graph) -> Graph:
             return prepare_for_int8(scaled, samples, equalize="off", bias_correction=True,
-                                    roundtrip=qdq.weight_roundtrip(model_scales, graph_roundtrip(scaled, requant)))
+                                    roundtrip=qdq.weight_roundtrip(model_scales, graph_roundtrip(scaled, requant),
+                                                                   multiplied))
 
         uncorrected, g, scaling = scale_and_correct(uncorrected, g, samples, recorrect if bias_correction else None,
                                                     one_shift if requant == "pow2" else None)
@@ -108,8 +110,9 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
         notes["range_scale"] = asdict(scaling)
     marked, cache = keep_nodes_float(g, keep_float, uncorrected), {}
     marked.notes[REQUANT_NOTE] = requant
-    qdq_nodes = qdq.seed_weight_cache(marked, scales, cache, [n for n in marked.nodes if int8_rule(n.op) == "weights"])
-    marked.notes[POW2_NODES_NOTE] = tuple(qdq_nodes)  # a QDQ model's weights keep their own scales
+    pow2_nodes, float_nodes = qdq.seed_weight_cache(marked, scales, cache,
+                                                    [n for n in marked.nodes if int8_rule(n.op) == "weights"], multiplied)
+    marked.notes[POW2_NODES_NOTE] = tuple(pow2_nodes)  # a QDQ model's weights keep their own scales
     if calibration == "search":
         notes["search"] = asdict(search_exponents(marked, cal, samples, want, progress, cache))
     if keep_float_until is not None:
@@ -120,7 +123,7 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
     q = quantize(marked, cal, cache)
     q.notes.pop("qdq", None)
     if scales or scales.notes:
-        notes["qdq"] = qdq.compile_notes(scales, q, qdq_nodes)
+        notes["qdq"] = qdq.compile_notes(scales, q, pow2_nodes + float_nodes, float_nodes)
     notes["seconds"] = time.perf_counter() - t1
     return g, q, notes
 

@@ -156,11 +156,12 @@ def best_fixed_point(factors: np.ndarray, bounds: np.ndarray, name: str = "") ->
     return fp0 if err0 <= err + VECTOR_ERROR else fp
 
 
-def fixed_requant(w: np.ndarray, bias: np.ndarray, e_x: int, e_y: int,
-                  clip: tuple[int, int], name: str) -> tuple[np.ndarray, np.ndarray, dict]:
-    """Int8 weights (float per-channel scales), int32 bias and the QConv/QDense attributes of the
-    fixed-point epilogue for input exponent e_x and output exponent e_y (power-of-two activations)."""
-    s_w = weight_scales(w)
+def fixed_requant(w: np.ndarray, bias: np.ndarray, e_x: int, e_y: int, clip: tuple[int, int], name: str,
+                  scales: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Int8 weights (float per-channel scales: `weight_scales`, or `scales`, a QDQ model's own), int32 bias
+    and the QConv/QDense attributes of the fixed-point epilogue for input exponent e_x and output
+    exponent e_y (power-of-two activations)."""
+    s_w = weight_scales(w) if scales is None else np.asarray(scales, np.float64)
     s_x = 2.0 ** -e_x
     # a bias too large for int32 at the channel's scale coarsens that channel's weight scale
     s_w = np.maximum(s_w, np.abs(bias.astype(np.float64)) / (s_x * BIAS_LIMIT))

@@ -13,10 +13,13 @@ drops those pairs (`quantize.strip_fake_quant`), so the scales are read here fir
   ALU SHR by a vector of `channel_scales`), matched by value, so a weight that folding changed
   (batch norm) keeps the compiler's own choice.
 
-The hardware has power-of-two scales only.  A scale that is a power of two maps exactly (the int8
-values of the model are kept bit for bit); any other maps to the nearest power of two that does
-not clip the model's range, 2**-e >= s, i.e. e = floor(-log2 s): its step is up to twice the
-model's, and the notes list each such scale with the ratio.  Inputs the hardware cannot take
+Without ALU MUL the hardware has power-of-two scales only.  A scale that is a power of two maps exactly
+(the int8 values of the model are kept bit for bit); any other maps to the nearest power of two that
+does not clip the model's range, 2**-e >= s, i.e. e = floor(-log2 s): its step is up to twice the
+model's, and the notes list each such scale with the ratio.  With fixed-point multipliers (requant
+"multiplier", fixed_point.py) a layer whose weight scales are not all powers of two keeps the model's
+float scales exactly, so its int8 weights are the model's bit for bit; power-of-two ones keep the shift
+(no MUL pass).  Activation scales stay powers of two either way.  Inputs the hardware cannot take
 fall back to calibration with a note naming the node: a non-zero zero point (asymmetric, e.g.
 ONNX Runtime's default uint8 activations), uint8 weights, an exponent outside `EXP_RANGE`.
 A scale that is not a finite positive number is an error.
@@ -71,6 +74,7 @@ class QdqScales:
 
     act: dict[str, int] = field(default_factory=dict)  # float tensor -> exponent
     weights: dict[tuple, np.ndarray] = field(default_factory=dict)  # _weight_key(float value) -> exps
+    weight_scales: dict[tuple, np.ndarray] = field(default_factory=dict)  # the same keys -> float scales
     notes: list[str] = field(default_factory=list)  # one line per inexact scale or fallback
     inexact: dict[str, float] = field(default_factory=dict)  # tensor/weight -> worst step ratio
 
@@ -80,6 +84,15 @@ class QdqScales:
     def weight_exps(self, w: np.ndarray) -> np.ndarray | None:
         """The model's exponents for a weight array of the optimized graph (None: not from QDQ)."""
         return self.weights.get(_weight_key(w))
+
+    def float_weight_scales(self, w: np.ndarray) -> np.ndarray | None:
+        """The model's float per-channel scales of a weight array where they are not all powers of two
+        (what multipliers keep exactly); None otherwise."""
+        key = _weight_key(w)
+        s = self.weight_scales.get(key)
+        if s is None or np.array_equal(s, 2.0 ** -self.weights[key].astype(np.float64)):
+            return None
+        return s
 
 
 def _weight_key(w: np.ndarray) -> tuple:
@@ -140,51 +153,77 @@ def _read_weight(out: QdqScales, name: str, w: np.ndarray, rec: dict) -> None:
         out.inexact[rec["node"]] = worst
     if w.ndim < 1:
         return
+    scale = np.asarray(rec["scale"], np.float64)
+
+    def keep(key: tuple, exps: np.ndarray, scales: np.ndarray) -> None:
+        out.weights[key], out.weight_scales[key] = exps, scales
+
     if e.size == 1:  # per tensor: any orientation the optimizer gives it
-        out.weights[_weight_key(w)] = np.full(w.shape[0], e[0], np.int64)
+        keep(_weight_key(w), np.full(w.shape[0], e[0], np.int64), np.full(w.shape[0], scale[0]))
         if w.ndim == 2:
-            out.weights[_weight_key(w.T)] = np.full(w.shape[1], e[0], np.int64)
+            keep(_weight_key(w.T), np.full(w.shape[1], e[0], np.int64), np.full(w.shape[1], scale[0]))
         return
     if rec["axis"] == 0:
-        out.weights[_weight_key(w)] = e
+        keep(_weight_key(w), e, scale)
     elif w.ndim == 2 and rec["axis"] == 1:  # MatMul (in, out): Dense keeps (out, in)
-        out.weights[_weight_key(w.T)] = e
+        keep(_weight_key(w.T), e, scale)
 
 
-def weight_roundtrip(scales: QdqScales, fallback):
-    """The bias-correction roundtrip: a QDQ weight at its own exponents, others by `fallback`."""
+def weight_roundtrip(scales: QdqScales, fallback, float_scales: bool = False):
+    """The bias-correction roundtrip: a QDQ weight at its own exponents (with `float_scales`, multipliers:
+    at its own float scales where they are not powers of two), others by `fallback`."""
 
     def roundtrip(w: np.ndarray) -> np.ndarray:
         e = scales.weight_exps(w)
         if e is None:
             return fallback(w)
+        s = scales.float_weight_scales(w) if float_scales else None
+        if s is not None:
+            s = s.reshape((-1,) + (1,) * (w.ndim - 1))
+            return np.clip(np.rint(w.astype(np.float64) / s), -127, 127) * s
         e = e.reshape((-1,) + (1,) * (w.ndim - 1)).astype(np.float64)
         return np.clip(np.rint(w.astype(np.float64) * 2.0 ** e), -127, 127) * 2.0 ** -e
 
     return roundtrip
 
 
-def seed_weight_cache(g: Graph, scales: QdqScales, cache: dict, weight_nodes) -> list[str]:
+FLOAT_SCALE_KEY = "qdq_scale"
+"""Weight cache key (FLOAT_SCALE_KEY, node): the model's float weight scales `quantize` keeps with multipliers."""
+
+
+def seed_weight_cache(g: Graph, scales: QdqScales, cache: dict, weight_nodes,
+                      float_scales: bool = False) -> tuple[list[str], list[str]]:
     """Put the model's weight exponents where `quantize` looks first (its weight cache, keyed
-    (node, keeps int32)); returns the nodes that got them."""
-    used = []
+    (node, keeps int32)), and with `float_scales` (multipliers) the float scales that are not powers of
+    two; returns (the nodes keeping power-of-two exponents, the nodes keeping float scales)."""
+    pow2, floats = [], []
     for n in weight_nodes:
-        e = scales.weight_exps(g.consts[n.inputs[1]])
+        w = g.consts[n.inputs[1]]
+        e = scales.weight_exps(w)
         if e is None:
             continue
         cache[(n.name, False)] = e
         cache[(n.name, True)] = np.full_like(e, int(e.min()))  # one exponent: the coarsest channel's
-        used.append(n.name)
-    return used
+        s = scales.float_weight_scales(w) if float_scales else None
+        if s is not None:
+            cache[(FLOAT_SCALE_KEY, n.name)] = s
+            floats.append(n.name)
+        else:
+            pow2.append(n.name)
+    return pow2, floats
 
 
-def compile_notes(scales: QdqScales, q: Graph, weight_nodes: list[str]) -> dict:
-    """What the compile report says: how many scales were kept, which moved and why."""
-    moved = []
+def compile_notes(scales: QdqScales, q: Graph, weight_nodes: list[str], float_nodes: list[str] = ()) -> dict:
+    """What the compile report says: how many scales were kept, which moved and why (`float_nodes`: the
+    layers whose weights kept the model's float scales with multipliers)."""
+    moved = [f"weights of {', '.join(float_nodes)} at the model's own float scales (multipliers)"] if float_nodes else []
     for t, e in sorted(scales.act.items()):
         info = q.tensors.get(f"{t}.q")
         if info is not None and info.exp is not None and info.exp != e:
             moved.append(f"{t}: model 2**{-e}, compiled 2**{-info.exp} (shared with a scale-preserving op "
                          "or lowered so no shift is negative)")
-    return dict(activations=len(scales.act), weights=weight_nodes, exact=not scales.inexact,
+    inexact_weights = [k for k in scales.inexact if k not in scales.act]
+    # with multipliers every inexact weight scale is kept as a float (float_nodes non-empty then)
+    exact = not any(k in scales.act for k in scales.inexact) and (not inexact_weights or bool(float_nodes))
+    return dict(activations=len(scales.act), weights=list(weight_nodes), exact=exact,
                 notes=list(scales.notes) + moved)

@@ -54,6 +54,7 @@ import numpy as np
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.channel_scales import channel_attr, fit_bias, weight_exps
 from vtakit.compiler.graph import fixed_point
+from vtakit.compiler.graph.qdq import FLOAT_SCALE_KEY
 from vtakit.compiler.graph.execute import check_feeds, run_graph
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.onnx_frontend import PRECISION
@@ -450,7 +451,8 @@ def quantize(graph: Graph, cal: Calibration, weight_cache: dict | None = None) -
             bias = g.consts[n.inputs[2]] if len(n.inputs) > 2 and n.inputs[2] else np.zeros(w.shape[0], np.float32)
             if n.name in multiplied:
                 w_q, bias_q, requant = fixed_point.fixed_requant(w, bias, exp[n.inputs[0]], exp[out],
-                                                                 _qclip(n.attrs.get("act"), exp[out]), n.name)
+                                                                 _qclip(n.attrs.get("act"), exp[out]), n.name,
+                                                                 cache.get((FLOAT_SCALE_KEY, n.name)))
             else:
                 w_q, bias_q, requant = _linear_requant(w, bias, exp[n.inputs[0]], wexp[n.name],
                                                        None if wide else exp[out], n.attrs.get("act"))

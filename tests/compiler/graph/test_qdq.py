@@ -203,3 +203,26 @@ def test_constant_dequantize_folds_as_onnx_defines_it():
     assert np.array_equal(g13.consts["w"], want)
     rec = g13.notes[NOTE_KEY]["w"]
     assert rec["node"] == "dq" and rec["axis"] == 0 and rec["scale"].shape == (4,)
+
+
+def test_a_config_with_mul_keeps_non_power_of_two_weight_scales_exactly(digits):
+    """With multipliers a layer whose model weight scales are not powers of two keeps them as float scales:
+    its int8 weights are the model's bit for bit and one fixed-point multiplier per channel carries the
+    model's scale (on pynq the same layer moves to the coarser power of two); host == functional model."""
+    m = digits["pc"]
+    inits = _inits(m)
+    mod = compile_module(m, "pynq_mul", calibrate=digits["cal"])
+    note = mod.notes["calibration"]["qdq"]
+    assert any("at the model's own float scales (multipliers)" in s for s in note["notes"])
+    for name in ("conv1", "conv2", "conv3"):
+        node = mod.graph.node(name)
+        assert "multiplier" in node.attrs
+        assert np.array_equal(mod.graph.consts[node.inputs[1]], inits[f"{name}.weight_quantized"])
+    on_pynq = compile_module(m, "pynq", calibrate=digits["cal"]).graph
+    conv1 = on_pynq.node("conv1")
+    assert "multiplier" not in conv1.attrs
+    assert not np.array_equal(on_pynq.consts[conv1.inputs[1]], inits["conv1.weight_quantized"])
+    for x in digits["x"][:3]:
+        a = mod.run(x[None], device="fsim")["logits"]
+        assert np.array_equal(a, mod.run(x[None], device="cpu")["logits"])
+        assert a.argmax() == ort_run(m, x[None]).argmax()
