@@ -18,7 +18,9 @@ average pooling).  A group is scalable only where every tensor is made by a conv
 and read only by such ops or as a conv/dense's data input, and none is a graph input or output (the
 user's values) or a constant.  A group spans one or more exponent groups (`quantize.exponent_groups`;
 a residual stream's adds chain them): its factor is the one, among each exponent group's ideal, with
-the least summed relative rounding error over them (`best_factor`).
+the least summed relative rounding error over them (`best_factor`).  With power-of-two weights, groups a
+layer with one weight exponent for all channels writes or reads stay unscaled (`_per_channel_only`), and
+after the bias correction is made again factors that overshoot their range shrink (`scale_and_correct`).
 """
 
 from __future__ import annotations
@@ -36,15 +38,16 @@ from vtakit.compiler.graph.quantize import SAME_SCALE_OPS, _Groups, exponent_gro
 LINEAR_OPS = frozenset(SAME_SCALE_OPS) | {"Add", "AveragePool", "GlobalAveragePool"}
 """Ops whose output carries its inputs' factor: every input and the output in one factor group."""
 MODES = ("on", "off")
+"""compile_module(range_scale=...): "on" is the default (build.RANGE_SCALE)."""
 MARGIN = 1 - 2 ** -10
 """A factor stops this far below the int8 range's edge: calibration's float rounding must not tip a tensor
 into the next coarser exponent (a whole bit lost)."""
 SETTLE_ROUNDS = 4
+"""How often `scale_and_correct` shrinks factors whose tensors grew past their exponent's range when the bias
+correction was made again for the scaled weights (power-of-two weights are re-rounded)."""
 SETTLE_MARGIN = 1 - 2 ** -6
 """A factor shrunk for an overshoot stops this far below the range: re-rounding power-of-two weights moves the
 correction by a few tenths of a percent each time."""
-"""How often `scale_and_correct` shrinks factors whose tensors grew past their exponent's range when the bias
-correction was made again for the scaled weights (power-of-two weights are re-rounded)."""
 
 
 def check_mode(mode: str) -> bool:
@@ -56,7 +59,7 @@ def check_mode(mode: str) -> bool:
 
 @dataclass(frozen=True)
 class RangeScaling:
-    """What `scale_ranges` did: the factor of each scaled group (named by its first tensor)."""
+    """What `plan_factors` chose: the factor of each scaled group (named by its first tensor)."""
 
     factors: dict[str, float]
     groups: int          # factor groups holding int8 tensors
