@@ -85,18 +85,17 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
     want = float_outputs(g, samples) if calibration == "search" or keep_float_until is not None else []
     uncorrected = prepare_for_int8(g, samples, equalize=equalize, bias_correction=False)
     multiplied = requant == "multiplier"
-    roundtrip = qdq.weight_roundtrip(g.notes.get("qdq", QdqScales()), graph_roundtrip(uncorrected, requant), multiplied)
-    g = prepare_for_int8(uncorrected, samples, equalize="off", bias_correction=bias_correction, roundtrip=roundtrip)
+    model_scales: QdqScales = g.notes.get("qdq", QdqScales())
+
+    def corrected(graph: Graph) -> Graph:
+        """The bias correction for graph's int8 weights (a QDQ model's at its own scales)."""
+        return prepare_for_int8(graph, samples, equalize="off", bias_correction=bias_correction,
+                                roundtrip=qdq.weight_roundtrip(model_scales, graph_roundtrip(graph, requant), multiplied))
+
+    g = corrected(uncorrected)
     scaling = None
-    if check_range_scale(range_scale) and not g.notes.get("qdq", QdqScales()):  # a QDQ model's scales hold
-        model_scales = g.notes.get("qdq", QdqScales())
-
-        def recorrect(scaled: Graph) -> Graph:
-            return prepare_for_int8(scaled, samples, equalize="off", bias_correction=True,
-                                    roundtrip=qdq.weight_roundtrip(model_scales, graph_roundtrip(scaled, requant),
-                                                                   multiplied))
-
-        uncorrected, g, scaling = scale_and_correct(uncorrected, g, samples, recorrect if bias_correction else None,
+    if check_range_scale(range_scale) and not model_scales:  # a QDQ model's scales are matched by weight value
+        uncorrected, g, scaling = scale_and_correct(uncorrected, g, samples, corrected if bias_correction else None,
                                                     one_shift if requant == "pow2" else None)
     cal: Calibration = run_calibration(g, samples, calibration)
     cal.synthetic = synthetic

@@ -31,8 +31,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from vtakit.errors import CompileError
+from vtakit.compiler.graph.equalize import _weighted
 from vtakit.compiler.graph.execute import run_graph
-from vtakit.compiler.graph.ir import Graph, Node
+from vtakit.compiler.graph.ir import Graph
 from vtakit.compiler.graph.quantize import SAME_SCALE_OPS, _Groups, exponent_groups, ideal_exponent, precision_plan
 
 LINEAR_OPS = frozenset(SAME_SCALE_OPS) | {"Add", "AveragePool", "GlobalAveragePool"}
@@ -66,10 +67,6 @@ class RangeScaling:
     fixed: int           # of those, the ones that cannot be scaled (a graph input/output, a float reader, ...)
     mean_fill_before: float  # mean over int8 tensors of amax * 2**e / 127 (1: the int8 range filled)
     mean_fill_after: float
-
-
-def _weighted(g: Graph, n: Node) -> bool:
-    return n.op in ("Conv", "Dense") and len(n.inputs) > 1 and g.is_const(n.inputs[1])
 
 
 def factor_groups(g: Graph) -> _Groups:
