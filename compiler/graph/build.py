@@ -18,6 +18,7 @@ import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.fusion import fuse_max_pools, fuse_residual_adds
+from vtakit.compiler.graph.wide_residual import WIDE_NOTE, wide_bits
 from vtakit.compiler.graph.fold import canonicalize_dense, fold_into_conv, fold_pads, fuse_activations
 from vtakit.compiler.graph.ir import Graph
 from vtakit.compiler.graph.lower import VtaTask, lower_node
@@ -222,6 +223,7 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
     notes: dict[str, Any] = dict(source_nodes=len(graph.nodes), defaulted_dims=graph.notes.get("defaulted_dims", []))
     g = optimize(graph, keep_fake_quant=target != "vta")
     notes["optimized_nodes"] = len(g.nodes)
+    g.notes[WIDE_NOTE] = wide_bits(cfg)  # how many extra bits a conv feeding a residual add keeps here
     if target in ("cpu", "cuda"):
         if target == "cuda":
             notes["gpu"] = _record_gpu_kernels(g, None)

@@ -18,7 +18,15 @@ from __future__ import annotations
 
 from vtakit.compiler.graph.ir import Graph, Node
 from vtakit.compiler.graph.ops.accel import pool_fusion_reason
+from vtakit.compiler.graph.wide_residual import WIDE_ADD_REASON, WIDE_CONV_REASON
 from vtakit.isa.config import HwConfig
+
+
+def _on_vta(g: Graph, n: Node, place: dict[str, str]) -> bool:
+    """Whether `n` runs on the accelerator, or would but for the one reason fusing a wide pair lifts
+    (graph.wide_residual: an unfused wide conv and its add stay on the host)."""
+    why = g.notes.get("host_reasons", {}).get(n.name)
+    return place.get(n.name) == "vta" or why in (WIDE_CONV_REASON, WIDE_ADD_REASON)
 
 
 def _fusable_conv(g: Graph, n: Node, tensor: str, place: dict[str, str], producers, consumers,
@@ -26,12 +34,13 @@ def _fusable_conv(g: Graph, n: Node, tensor: str, place: dict[str, str], produce
     """The QConv producing `tensor` if `n` is its only reader and both run on the accelerator (a conv
     with a fused residual add takes no second one; with `residual_ok` it may take a pool)."""
     conv = producers.get(tensor)
-    if conv is None or conv.op != "QConv" or place.get(conv.name) != "vta" or "pool" in conv.attrs \
-            or ("residual" in conv.attrs and not residual_ok):
+    if conv is None or conv.op != "QConv" or not _on_vta(g, conv, place) or "pool" in conv.attrs \
+            or ("residual" in conv.attrs and not residual_ok) or ("wide" in conv.attrs and n.op != "QAdd"):
         return None
     if [c.name for c in consumers.get(tensor, [])] != [n.name] or tensor in g.outputs:
         return None
-    if "shift" not in conv.attrs or g.tensors[tensor].dtype != "int8" or conv.attrs["group"] != 1:
+    dtype = "int32" if "wide" in conv.attrs and "residual" not in conv.attrs else "int8"
+    if "shift" not in conv.attrs or g.tensors[tensor].dtype != dtype or conv.attrs["group"] != 1:
         return None
     return conv
 
@@ -39,22 +48,33 @@ def _fusable_conv(g: Graph, n: Node, tensor: str, place: dict[str, str], produce
 def fuse_residual_adds(g: Graph, place: dict[str, str]) -> dict[str, str]:
     """Fuse every accelerator QAdd into a producing accelerator QConv (in place); returns the new placement.
 
-    Of two fusable operands the later-produced conv takes the add (the other operand is then ready)."""
+    Of two fusable operands the later-produced conv takes the add (the other operand is then ready);
+    a wide conv (graph.wide_residual) always, with its skip's left shift as `residual_bits`.  An
+    unfused wide pair stays on the host."""
     producers, consumers = g.producers(), g.consumers()
+    reasons = g.notes.get("host_reasons", {})
+    place = dict(place)
     order = {n.name: i for i, n in enumerate(g.nodes)}
     fused: dict[str, Node] = {}   # add name -> fused node
     dropped: set[str] = set()
     for n in g.nodes:
-        if n.op != "QAdd" or place.get(n.name) != "vta" or len(n.inputs) != 2:
+        if n.op != "QAdd" or not _on_vta(g, n, place) or len(n.inputs) != 2:
             continue
         options = [(i, c) for i, t in enumerate(n.inputs)
                    if (c := _fusable_conv(g, n, t, place, producers, consumers)) is not None]
+        if "left" in n.attrs:  # only the wide operand may take it
+            options = [(i, c) for i, c in options if "wide" in c.attrs]
         if not options:
             continue
         i, conv = max(options, key=lambda o: order[o[1].name])
         x, w = conv.inputs[0], conv.inputs[1]
         bias = conv.inputs[2] if len(conv.inputs) > 2 else ""
         attrs = dict(conv.attrs, residual=(int(n.attrs.get("shift") or 0), tuple(n.attrs["clip"])), residual_of=n.name)
+        if "left" in n.attrs:
+            attrs["residual_bits"] = int(n.attrs["left"][1 - i])
+        place[conv.name] = "vta"
+        for name in (conv.name, n.name):
+            reasons.pop(name, None)
         fused[n.name] = Node("QConv", conv.name, [x, w, bias, n.inputs[1 - i]], list(n.outputs), attrs)
         dropped.add(conv.name)
     return _apply_fusions(g, place, fused, dropped)

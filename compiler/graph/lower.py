@@ -76,9 +76,10 @@ def lower_node(g: Graph, n: Node, cfg: HwConfig, consts: dict[str, np.ndarray],
         if tname == "uops":
             bind[tname] = f"uops:{n.name}"
             consts[bind[tname]] = program.uops
-        elif tname == IDENTITY:  # one identity weight block for every task that moves int8 tiles
-            bind[tname] = "const:identity"
-            consts[bind[tname]] = identity_weight(cfg).view(np.uint8).reshape(-1)
+        elif tname == IDENTITY:  # one identity weight block for every task that moves int8 tiles (per scale)
+            bits = getattr(getattr(op, "compute", None), "residual_bits", 0)
+            bind[tname] = f"const:identity<<{bits}" if bits else "const:identity"
+            consts[bind[tname]] = identity_weight(cfg, bits).view(np.uint8).reshape(-1)
         elif tname == ONES:  # one `ones` INP entry for every task that adds its bias by GEMM
             bind[tname] = "const:ones"
             consts[bind[tname]] = ones_input(cfg).view(np.uint8).reshape(-1)

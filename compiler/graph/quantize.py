@@ -59,6 +59,7 @@ from vtakit.compiler.graph.execute import check_feeds, run_graph
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.onnx_frontend import PRECISION
 from vtakit.compiler.graph.ops import Precision, int8_rule, op_def, precision_of
+from vtakit.compiler.graph.wide_residual import wide_pairs, widen
 
 SAME_SCALE_OPS = tuple(op for op, c in PRECISION.items() if c is Precision.NEUTRAL)
 """int8 ops whose output keeps the input's scale: the precision-neutral ones."""
@@ -247,26 +248,30 @@ class _Groups:
         self.parent[self.find(a)] = self.find(b)
 
 
-def exponent_groups(g: Graph, int8_nodes: list[Node]) -> tuple[_Groups, set[str]]:
+def exponent_groups(g: Graph, int8_nodes: list[Node], wide: dict[str, str] | None = None) -> tuple[_Groups, set[str]]:
     """The int8 tensors and their union into groups that must share one exponent (the inputs and
-    output of a precision-neutral op, the two inputs of an add)."""
+    output of a precision-neutral op, the two inputs of an add); `wide` (conv output -> skip,
+    `wide_residual.wide_pairs`): those conv outputs are no int8 tensor and join no group."""
+    wide = wide or {}
     groups = _Groups()
     tensors: set[str] = set()
     for n in int8_nodes:
         acts = [i for i in n.inputs if i and not g.is_const(i)]
-        tensors.update(acts + n.outputs)
+        tensors.update(t for t in acts + n.outputs if t not in wide)
         if n.op in SAME_SCALE_OPS:
             for i in acts:
                 groups.union(i, n.outputs[0])
-        elif int8_rule(n.op) == "sum":
+        elif int8_rule(n.op) == "sum" and not any(i in wide for i in acts):
             groups.union(acts[0], acts[1])
     return groups, tensors
 
 
 def assign_exponents(g: Graph, cal: Calibration, int8_nodes: list[Node],
-                     weight_exp: dict[str, int]) -> dict[str, int]:
-    """An exponent per int8 tensor, consistent across scale-preserving ops, with every shift >= 0."""
-    groups, tensors = exponent_groups(g, int8_nodes)
+                     weight_exp: dict[str, int], wide: dict[str, str] | None = None) -> dict[str, int]:
+    """An exponent per int8 tensor, consistent across scale-preserving ops, with every shift >= 0; a
+    wide conv's output (`wide`: -> its skip) takes its skip's exponent, which its shift bounds."""
+    wide = wide or {}
+    groups, tensors = exponent_groups(g, int8_nodes, wide)
     missing = sorted(t for t in tensors if t not in cal.amax)
     if missing:
         raise CompileError(f"calibration saw no values for {missing[:4]}")
@@ -277,18 +282,18 @@ def assign_exponents(g: Graph, cal: Calibration, int8_nodes: list[Node],
     for _ in range(len(int8_nodes) + 1):  # lower groups until no conv/add needs a left shift
         changed = False
         for n in int8_nodes:
-            out = groups.find(n.outputs[0])
+            out = groups.find(wide.get(n.outputs[0], n.outputs[0]))
             if int8_rule(n.op) == "weights":
                 limit = exp[groups.find(n.inputs[0])] + weight_exp[n.name]
             elif int8_rule(n.op) == "sum":
-                limit = exp[groups.find(n.inputs[0])]
+                limit = exp[groups.find(wide.get(n.inputs[0], n.inputs[0]))]
             else:
                 continue
             if exp[out] > limit:
                 exp[out], changed = limit, True
         if not changed:
             break
-    return {t: exp[groups.find(t)] for t in tensors}
+    return {t: exp[groups.find(wide.get(t, t))] for t in tensors | set(wide)}
 
 
 def _weight_error(w: np.ndarray, e: int) -> float:
@@ -401,7 +406,9 @@ def quantize(graph: Graph, cal: Calibration, weight_cache: dict | None = None) -
     # a multiplier expresses factors above 1 (fixed_point.HEADROOM): no output needs coarsening for its weights
     multiplied = {k for k in wexp if fixed and k not in plan.wide and k not in pow2_nodes}
     headroom = {k: fixed_point.HEADROOM if k in multiplied else 0 for k in wexp}
-    exp = assign_exponents(g, cal, int8_nodes, {k: int(e.min()) + headroom[k] for k, e in wexp.items()})
+    pairs = wide_pairs(g, plan.int8, plan.wide)  # conv output -> skip: the conv keeps extra bits
+    exp = assign_exponents(g, cal, int8_nodes, {k: int(e.min()) + headroom[k] for k, e in wexp.items()}, pairs)
+    widened: dict[str, int] = {}  # wide conv output -> k
     q = Graph([], {}, list(g.inputs), list(g.outputs), {}, g.name, dict(g.notes))
     for t in g.inputs:
         q.tensors[t] = g.tensors[t]
@@ -456,9 +463,13 @@ def quantize(graph: Graph, cal: Calibration, weight_cache: dict | None = None) -
             else:
                 w_q, bias_q, requant = _linear_requant(w, bias, exp[n.inputs[0]], wexp[n.name],
                                                        None if wide else exp[out], n.attrs.get("act"))
+            if out in pairs and (widening := widen(g, w_q, bias_q, requant)) is not None:
+                widened[out], bias_q, requant = widening
             ins = [x, q.add_const(f"{n.name}.weight_q", w_q)]
             attrs.update(requant)
-            if wide:
+            if out in widened:
+                info = TensorInfo(g.tensors[out].shape, "int32", exp[out] + widened[out])
+            elif wide:
                 info = TensorInfo(g.tensors[out].shape, "int32", exp[n.inputs[0]] + requant["weight_exp"])
             else:
                 info = TensorInfo(g.tensors[out].shape, "int8", exp[out])
@@ -467,7 +478,10 @@ def quantize(graph: Graph, cal: Calibration, weight_cache: dict | None = None) -
             op = op_def(n.op, n).int8_op
         elif int8_rule(n.op) == "sum":
             ins = [as_int(i, n) for i in n.inputs]
-            attrs.update(shift=exp[n.inputs[0]] - exp[out], clip=_qclip(n.attrs.get("act"), exp[out]))
+            k = max(widened.get(i, 0) for i in n.inputs)
+            attrs.update(shift=exp[n.inputs[0]] + k - exp[out], clip=_qclip(n.attrs.get("act"), exp[out]))
+            if any(i in widened for i in n.inputs):  # the skip scaled to the wide conv's grid
+                attrs["left"] = tuple(0 if i in widened else k for i in n.inputs)
             op, info = op_def(n.op, n).int8_op, TensorInfo(g.tensors[out].shape, "int8", exp[out])
         else:
             ins = [as_int(i, n) if i else "" for i in n.inputs]

@@ -159,7 +159,7 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
     shift, clip = requant_args(name, shift, clip)
     _check_conv_args(name, x_shape, w_shape, stride, padding)
     if residual is not None:
-        residual = requant_args(name, residual[0], residual[1])
+        residual = requant_args(name, residual[0], residual[1]) + tuple(residual[2:3])
     window = PoolWindow(*pool) if pool is not None else None
     compute = conv2d_def(cfg, n=n, c_in=c, h=h, w=w, c_out=o, kh=kh, kw=kw, stride=stride, pad=padding,
                          bias=bias, shift=shift, clip=clip, residual=residual, channel_shift=channel_shift,

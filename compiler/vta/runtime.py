@@ -84,7 +84,7 @@ def place(op: CompiledOp, dram: np.ndarray, alloc, inputs: dict[str, np.ndarray]
         if name == "uops":
             data = np.frombuffer(encode_uops(op.uop_table, cfg), dtype=np.uint8)
         elif name == IDENTITY:
-            data = identity_weight(cfg).view(np.uint8).reshape(-1)
+            data = identity_weight(cfg, op.compute.residual_bits).view(np.uint8).reshape(-1)
         elif name == ONES:
             data = ones_input(cfg).view(np.uint8).reshape(-1)
         elif name == op.output:

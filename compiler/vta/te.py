@@ -102,6 +102,9 @@ class ComputeDef:
     """1: acc truncated to out_bits; 4: the full int32 accumulator as four byte planes."""
     pool: PoolWindow | None = None
     """A max pool over (oh, ow) of the finished tile; "out" in DRAM is then the pooled tensor."""
+    residual_bits: int = 0
+    """A fused residual operand enters the sum times 2**residual_bits (graph/wide_residual.py): the
+    identity GEMM's diagonal (lowering/move.py)."""
 
     def __post_init__(self) -> None:
         names = [a.name for a in self.axes]
@@ -142,6 +145,10 @@ class ComputeDef:
 
 
 # ----------------------------------------------------------- operator shapes
+IDENTITY_BITS = 6
+"""The most a fused residual operand may be scaled (2**k on the identity GEMM's diagonal: an int8 weight)."""
+
+
 def move_reason(cfg: HwConfig) -> str | None:
     """Why int8 operands cannot reach the accumulator on `cfg` (None if they can): by LOAD.ACC8, or without
     it (VTA) by an INP load and an identity GEMM (lowering/move.py), which needs block_in == block_out."""
@@ -265,14 +272,15 @@ def pads4(pad: Padding) -> tuple[int, int, int, int]:
 
 def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, kh: int, kw: int,
                stride: int = 1, pad: Padding = 0, bias: bool = False, shift: int | None = None,
-               clip: tuple[int, int] | None = None, residual: tuple[int, tuple[int, int]] | None = None,
+               clip: tuple[int, int] | None = None, residual: tuple | None = None,
                channel_shift: bool = False, bias_gemm: bool = False, pool: PoolWindow | None = None,
                multiplier: bool = False, pre_shift: int = 0, name: str = "conv2d") -> ComputeDef:
     """Convolution in NCHW{batch}n{block}c x OIHW{block}o{block}i layouts.
 
     `residual` = (shift, clip) fuses the residual add that reads this convolution's int8 result:
     after the requantizing epilogue the int8 tensor "res" is added to the tile, shifted and clipped
-    again (the QAdd's semantics), so the sum leaves in the convolution's one store.  With
+    again (the QAdd's semantics), so the sum leaves in the convolution's one store; (shift, clip, k):
+    the convolution's `clip` is dropped, its wide result plus "res" << k (graph/wide_residual.py).  With
     `channel_shift` the epilogue also shifts each output channel right by its entry of the int32
     `shift` vector (laid out like the bias; see `split_channel_shift`); with `multiplier` it shifts by
     `pre_shift` and multiplies by the int32 vector `mult` first (graph/fixed_point.py).  With `bias_gemm` the bias is
@@ -299,11 +307,17 @@ def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
     requant = shift is not None or clip is not None or channel_shift or multiplier
     out_index = (v("n"), v("oc"), v("oh"), v("ow"))
     out = Access(Tensor("out", (nb, ocb, oh, ow), MemId.OUT, pad="error"), out_index)
+    if residual is not None and len(residual) > 2:
+        clip = None  # a wide convolution: its result enters the sum unclipped (graph/wide_residual.py)
     steps = epilogue(cfg, bias_acc, shift, clip, shift_acc, mult_acc, pre_shift)
     if residual is not None:
         if not requant:
             raise CompileError("a fused residual add needs the convolution's int8 result (a shift or clip)", op=name)
         _need_acc8(cfg, name)
+        bits = int(residual[2]) if len(residual) > 2 else 0
+        if bits and not (not cfg.acc8_load and 0 < bits <= IDENTITY_BITS):
+            raise CompileError(f"a residual operand scaled by 2**{bits} needs the identity GEMM (no LOAD.ACC8) and "
+                               f"at most 2**{IDENTITY_BITS}: config {cfg.label}", op=name)
         res = Access(Tensor("res", (nb, ocb, oh, ow), MemId.ACC_8BIT, pad="error"), out_index)
         tail = epilogue(cfg, None, residual[0], residual[1])
         bounds = (-2**31, 2**31 - 1)
@@ -329,7 +343,8 @@ def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
             raise CompileError(f"fused max pool window {pool.kernel} with padding {pool.pad} does not fit the "
                                f"{oh}x{ow} convolution output", op=name)
     return ComputeDef(name, axes, out, reduce="gemm", data=data, weight=weight, steps=steps,
-                      out_planes=1 if requant else 4, pool=pool)
+                      out_planes=1 if requant else 4, pool=pool,
+                      residual_bits=int(residual[2]) if residual is not None and len(residual) > 2 else 0)
 
 
 def split_channel_shift(cfg: HwConfig, shifts, name: str) -> tuple[int, np.ndarray]:

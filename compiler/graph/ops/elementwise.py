@@ -13,6 +13,7 @@ from typing import Callable
 
 from vtakit.compiler.graph.ops.accel import lower_add, lower_relu
 from vtakit.compiler.graph.ops.registry import OpDef, Precision, acc8_reason, broadcast, contiguous, register, same
+from vtakit.compiler.graph.wide_residual import WIDE_ADD_REASON, run_wide_add
 
 _F32_MAX = float(np.finfo(np.float32).max)
 
@@ -72,7 +73,7 @@ def _place_qadd(g: Graph, n: Node, cfg) -> str | None:
     shapes = {g.tensors[i].shape for i in n.inputs}
     if len(shapes) != 1 or len(next(iter(shapes))) not in (2, 4):
         return "broadcasting add"
-    return None
+    return WIDE_ADD_REASON if "left" in n.attrs else None
 
 
 def _place_relu(g: Graph, n: Node, cfg) -> str | None:
@@ -84,6 +85,8 @@ def _place_relu(g: Graph, n: Node, cfg) -> str | None:
 
 def _run_qadd(node: Node, args: list, k) -> object:
     a = node.attrs
+    if "left" in a:  # one operand a wide conv's int32 result (graph.wide_residual)
+        return run_wide_add(node, args, k)
     return k.add_int8(args[0], args[1], shift=a.get("shift", 0), clip=tuple(a.get("clip", (-128, 127))))
 
 

@@ -6,6 +6,7 @@ normalised once (auto_pad resolved against the input size)."""
 from __future__ import annotations
 
 from vtakit.compiler.graph.channel_scales import host_epilogue, run_requantized
+from vtakit.compiler.graph.wide_residual import WIDE_CONV_REASON, run_wide_conv
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.ops.accel import lower_maxpool, lower_qconv, place_depthwise
 from vtakit.compiler.graph.ops.registry import (FLOAT32, FLOAT32_INT8, OpDef, Precision, acc8_reason, fail,
@@ -117,13 +118,15 @@ def _run_conv(node: Node, args: list, k) -> object:
 
 def _run_qconv(node: Node, args: list, k) -> object:
     a = node.attrs
-    per_channel = host_epilogue(a)  # the int32 convolution, then the per-channel epilogue
+    per_channel = host_epilogue(a) or "wide" in a  # the int32 convolution, then the per-channel epilogue
     y = k.conv2d(args[0], args[1], args[2] if len(args) > 2 else None, stride=a["strides"], pads=a["pads"],
                  dilation=a["dilations"], groups=a["group"], shift=None if per_channel else a.get("shift"),
                  clip=None if per_channel else a.get("clip"))
-    if per_channel:
+    if "wide" in a:  # a conv that keeps extra bits for its residual add (graph.wide_residual)
+        y = run_wide_conv(node, y, k, args[3] if "residual" in a else None)
+    elif per_channel:
         y = run_requantized(y, a, k)
-    if "residual" in a:  # a residual add fused into the conv (graph.fusion): the QAdd's kernel after it
+    if "residual" in a and "wide" not in a:  # a residual add fused into the conv (graph.fusion): the QAdd's kernel after it
         shift, clip = a["residual"]
         y = k.add_int8(y, args[3], shift=shift, clip=tuple(clip))
     if "pool" in a:  # a max pool fused into the conv (graph.fusion): the MaxPool's kernel after it
@@ -146,7 +149,7 @@ def _place_qconv(g: Graph, n: Node, cfg) -> str | None:
         return "different strides along H and W"
     if a["group"] != 1:
         return place_depthwise(g, n, cfg)
-    return None
+    return WIDE_CONV_REASON if "wide" in a and "residual" not in a else None
 
 
 # ---------------------------------------------------------------------------------------- pooling
