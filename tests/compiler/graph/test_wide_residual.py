@@ -1,0 +1,122 @@
+"""graph/wide_residual.py: a conv whose only reader is a residual add keeps k extra bits (no int8 clip)
+and the skip enters times 2**k; the host reference, the functional and the cycle model agree bit for bit,
+fused or not, and k stays inside int32 for every input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vtakit
+from vtakit.compiler.graph.ir import Graph
+from vtakit.compiler.graph.wide_residual import (WIDE_ADD_REASON, WIDE_CONV_REASON, WIDE_NOTE, add_wide, wide_bits,
+                                                 widen)
+from vtakit.compiler.vta.lowering import identity_weight
+from vtakit.compiler.vta.te import conv2d_def
+from vtakit.compiler.zoo.builder import GraphBuilder
+from vtakit.errors import CompileError
+from vtakit.isa.config import HwConfig
+
+SHAPE = (1, 16, 8, 8)
+
+
+def residual_net():
+    """Two residual blocks: conv-relu-conv + identity skip; a 1x1 'downsample' conv + 3x3 conv."""
+    b = GraphBuilder("wide_residual", seed=3, opset=13)
+    x = b.input("data", SHAPE)
+    a = b.relu(b.conv(x, 32, 3, name="c0", pad=1, bias=True), name="r0")
+    h = b.relu(b.conv(a, 32, 3, name="c1", pad=1, bias=True), name="r1")
+    h = b.conv(h, 32, 3, name="c2", pad=1, bias=True)
+    s = b.relu(b.add(h, a, name="add1"), name="r2")
+    d = b.conv(s, 32, 1, name="down", bias=True)
+    h = b.conv(s, 32, 3, name="c3", pad=1, bias=True)
+    return b.model([b.relu(b.add(d, h, name="add2"), name="r3")])
+
+
+def samples(n: int, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(SHAPE).astype(np.float32) for _ in range(n)]
+
+
+def run_all(module, inputs, devices=("fsim", "sim")) -> None:
+    for x in inputs:
+        ref = module.run(x, device="cpu")
+        for device in devices:
+            got = module.run(x, device=device)
+            assert all(np.array_equal(ref[k], got[k]) for k in ref), device
+
+
+@pytest.mark.parametrize("preset, bits", [("pynq", 6), ("pynq_mul", 6), ("2x16", 0)])
+def test_host_fsim_and_cycle_model_agree(preset: str, bits: int) -> None:
+    """Fused pairs: on pynq(_mul) the later conv of each add is wide with k = 6 (the identity GEMM's limit;
+    the conv's shifts are larger); with LOAD.ACC8 (2x16) k = 0: today's pair, the conv clipped to int8."""
+    module = vtakit.compile(residual_net(), preset, calibrate=samples(3, 0))
+    fused = {n.name: n for n in module.graph.nodes if "residual" in n.attrs}
+    assert sorted(fused) == ["c2", "c3"]
+    for n in fused.values():
+        assert n.attrs.get("residual_bits", 0) == bits and ("wide" in n.attrs) == (bits > 0)
+        assert ("clip" in n.attrs) == (bits == 0)
+    run_all(module, samples(2, 7))
+
+
+@pytest.mark.parametrize("options, host", [(dict(fuse_residual=False), {"c2", "add1", "c3", "add2"}),
+                                           (dict(host_nodes=("c2",)), {"c2", "add1"}),
+                                           (dict(host_nodes=("add2",)), {"c3", "add2"})])
+def test_unfused_wide_pairs_run_on_the_host(options: dict, host: set[str]) -> None:
+    """A wide conv's int32 result never reaches DRAM from the accelerator: a pair not fused stays on the
+    host (its int32 QConv and int32 + int8 QAdd), bit-identical to the accelerator's fused form."""
+    module = vtakit.compile(residual_net(), "pynq", calibrate=samples(3, 0), partition_options=options)
+    on_host = {t for t in module.tasks if isinstance(t, str)}
+    assert host <= on_host and not {"c0", "c1", "down"} & on_host
+    reasons = module.notes["host_reasons"]
+    assert {reasons[n] for n in host} - {"asked for the host"} <= {WIDE_CONV_REASON, WIDE_ADD_REASON}
+    wide = [n for n in module.graph.nodes if n.op == "QConv" and "wide" in n.attrs and "residual" not in n.attrs]
+    assert wide and all(module.graph.tensors[n.outputs[0]].dtype == "int32" for n in wide)
+    run_all(module, samples(1, 9), devices=("sim",))
+
+
+def _widen(limit: int, w_q: np.ndarray, bias_q: np.ndarray, attrs: dict):
+    g = Graph([], {}, [], [], {}, "g", {WIDE_NOTE: limit})
+    return widen(g, w_q, bias_q, attrs)
+
+
+def test_k_is_bounded_by_the_shift_the_config_and_int32() -> None:
+    w = np.full((2, 64), 127, np.int8)
+    bias = np.zeros(2, np.int64)
+    k, _, attrs = _widen(6, w, bias, dict(shift=(2, 9), clip=(-128, 127)))
+    assert k == 2 and attrs["shift"] == (0, 7) and "clip" not in attrs and attrs["wide"] == 2
+    assert _widen(6, w, bias, dict(shift=9, clip=(-128, 127)))[0] == 6
+    assert _widen(0, w, bias, dict(shift=9, clip=(-128, 127)))[0] == 0
+    # one channel whose exact bound (128 * sum|w| + |bias|) is 2**31 - 5000: with k = 6 the accumulator
+    # (shifted by 0) plus the skip << 6 could wrap int32; k = 5 halves it first
+    n = (2 ** 31 - 5000) // (128 * 127)
+    big = np.full((1, n), 127, np.int8)
+    rest = 2 ** 31 - 5000 - 128 * 127 * n
+    k, bias_q, attrs = _widen(6, big, np.full(1, rest, np.int64), dict(shift=6, clip=(-128, 127)))
+    assert k == 5 and attrs["shift"] == 1 and int(bias_q[0]) == rest + 1  # half a step of the wider grid
+    assert ((2 ** 31 - 5000) >> 1) + 1 + (128 << k) < 2 ** 31 and 2 ** 31 - 5000 + (128 << 6) >= 2 ** 31
+    # a multiplier epilogue: k <= min n[c], the product's bound after >> (n - k)
+    k, bias_q, attrs = _widen(6, w, bias, dict(pre_shift=0, multiplier=(300, 500), shift=(4, 5), clip=(0, 127)))
+    assert k == 4 and attrs["shift"] == (0, 1) and not np.any(bias_q) and attrs["multiplier"] == (300, 500)
+    # a product the pre-shift did not keep small enough for k = 4 ((128 * 64 * 127 + 1) * 5000 >> 1 > 2**31): k = 3
+    assert _widen(6, w, bias, dict(pre_shift=0, multiplier=(300, 5000), shift=(4, 5), clip=(0, 127)))[0] == 3
+
+
+def test_wide_add_rounds_like_the_int8_pair_where_nothing_clips() -> None:
+    """With a shift of 0 and nothing saturating, the wide pair's sum is the int8 pair's sum."""
+    rng = np.random.default_rng(4)
+    y8 = rng.integers(-60, 60, 500).astype(np.int8)
+    skip = rng.integers(-60, 60, 500).astype(np.int8)
+    wide = y8.astype(np.int32) << 6
+    assert np.array_equal(add_wide(wide, skip, (0, 6), 6, (-128, 127)), add_wide(y8, skip, (0, 0), 0, (-128, 127)))
+
+
+def test_config_limit_and_identity_block() -> None:
+    assert wide_bits(HwConfig.preset("pynq")) == 6 and wide_bits(HwConfig.preset("2x16")) == 0
+    cfg = HwConfig.preset("pynq")
+    block = identity_weight(cfg, 6)[0]
+    assert block.dtype == np.int8 and np.array_equal(block, 64 * np.eye(cfg.block_out, cfg.block_in))
+    with pytest.raises(CompileError, match="identity GEMM") as e:
+        conv2d_def(HwConfig.preset("2x16"), n=1, c_in=16, h=4, w=4, c_out=16, kh=1, kw=1, shift=3,
+                   residual=(0, (-128, 127), 2), name="c")
+    assert "\n" not in str(e.value) and "2x16" in str(e.value)
