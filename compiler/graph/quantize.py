@@ -59,7 +59,7 @@ from vtakit.compiler.graph.execute import check_feeds, run_graph
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.onnx_frontend import PRECISION
 from vtakit.compiler.graph.ops import Precision, int8_rule, op_def, precision_of
-from vtakit.compiler.graph.wide_residual import wide_pairs, widen
+from vtakit.compiler.graph.wide_residual import reader_output, wide_pairs, widen
 
 SAME_SCALE_OPS = tuple(op for op, c in PRECISION.items() if c is Precision.NEUTRAL)
 """int8 ops whose output keeps the input's scale: the precision-neutral ones."""
@@ -463,7 +463,7 @@ def quantize(graph: Graph, cal: Calibration, weight_cache: dict | None = None) -
             else:
                 w_q, bias_q, requant = _linear_requant(w, bias, exp[n.inputs[0]], wexp[n.name],
                                                        None if wide else exp[out], n.attrs.get("act"))
-            if out in pairs and (widening := widen(g, w_q, bias_q, requant)) is not None:
+            if out in pairs and (widening := widen(g, w_q, bias_q, requant, exp[out] - exp[reader_output(g, out)])):
                 widened[out], bias_q, requant = widening
             ins = [x, q.add_const(f"{n.name}.weight_q", w_q)]
             attrs.update(requant)

@@ -9,9 +9,10 @@ accumulator, so its int8 rounding and clip only lose.  The wide pair computes
     out = clip((y + (skip << k)) >> (s2 + k))           the add's `left` = the skip's left shift
 
 and its conv output takes no part in the add's exponent group (only the skip and the sum are int8).
-bias' keeps the half output step of s1 and gains half a step of s1 - k, so the sum still rounds to
-nearest at the int8 grid; with multipliers (fixed_point.py) n[c] shrinks by k and the epilogue's
-rounding stays at the int8 grid (the k finer bits round down: at most 2**-(k+1) of an output step).
+bias' carries half a step of the final shift s2 + k (so the sum rounds to nearest, where the int8
+pair's QAdd rounds down: a bias that a centred classifier reads as a signal) and, for power-of-two
+shifts, half a step of s1 - k (y rounds to nearest too); with multipliers (fixed_point.py) n[c]
+shrinks by k and the k finer bits of y round down (at most 2**-(k+1) of an output step).
 
 k is bounded three ways: k <= the shift it replaces (no left shift), the sum cannot wrap int32 for any
 input (the exact accumulator bound of fixed_point.py: 128 * sum|w_q[c]| + |bias'[c]|), and the
@@ -75,33 +76,50 @@ def _fits(bound: np.ndarray, k: int) -> bool:
     return int(bound.max(initial=0)) + 1 + (128 << k) <= INT32_MAX
 
 
-def widen(g: Graph, w_q: np.ndarray, bias_q: np.ndarray, attrs: dict) -> tuple[int, np.ndarray, dict] | None:
+def _half(steps: np.ndarray) -> np.ndarray:
+    """Half of 2**steps (0 where steps <= 0): the rounding term of a shift right by `steps`."""
+    return np.where(steps > 0, np.left_shift(1, np.maximum(steps - 1, 0)), 0).astype(np.int64)
+
+
+def final_rounding(attrs: dict, add_shift: int) -> np.ndarray:
+    """What the bias gains so that the add's final shift (s2 + k) rounds to nearest, not down, beside the
+    half output step the conv's bias has already: pow2 2**(s1 + s2 - 1) - 2**(s1 - 1); with a multiplier
+    the same in accumulator units, floor(2**(p + n + s2 - 1) / M) - floor(2**(p + n - 1) / M)."""
+    shifts = np.asarray(attrs["shift"], np.int64)
+    if "multiplier" not in attrs:
+        return _half(shifts + add_shift) - _half(shifts)
+    m = np.asarray(attrs["multiplier"], np.int64)
+    total = attrs["pre_shift"] + shifts
+    def step(t):
+        return np.floor(np.exp2((t - 1).astype(np.float64)) / np.maximum(m, 1)).astype(np.int64)
+    return np.where(m > 0, step(total + add_shift) - step(total), 0)
+
+
+def widen(g: Graph, w_q: np.ndarray, bias_q: np.ndarray, attrs: dict,
+          add_shift: int) -> tuple[int, np.ndarray, dict] | None:
     """(k, bias', attrs) of the wide conv for its int8 requantization (`attrs`: shift and clip, or a
-    fixed-point pre_shift, multiplier and shift; `bias_q` with its rounding), or None where even k = 0
-    could wrap int32 (the conv then keeps its int8 result)."""
+    fixed-point pre_shift, multiplier and shift; `bias_q` with its rounding) and its add's own shift s2
+    (e_skip - e_out), or None where even k = 0 could wrap int32 (the conv then keeps its int8 result)."""
     limit = int(g.notes.get(WIDE_NOTE) or 0)
     flat = w_q.reshape(w_q.shape[0], -1).astype(np.int64)
-    bound = 128 * np.sum(np.abs(flat), axis=1) + np.abs(bias_q.astype(np.int64))
-    shifts = np.broadcast_to(np.asarray(attrs["shift"], np.int64), bound.shape)
-    if "multiplier" in attrs:
-        product = ((bound >> attrs["pre_shift"]) + 1) * np.asarray(attrs["multiplier"], np.int64)
-    else:
-        product = bound
+    shifts = np.broadcast_to(np.asarray(attrs["shift"], np.int64), flat.shape[:1])
     fixed = "multiplier" in attrs
+    bias_q = bias_q.astype(np.int64) + np.broadcast_to(final_rounding(attrs, add_shift), flat.shape[:1])
 
-    def half(k: int) -> np.ndarray:  # pow2: half a step of the wider grid too (round to nearest)
-        rest = shifts - k
-        return np.zeros_like(rest) if fixed else np.where(rest > 0, np.left_shift(1, np.maximum(rest - 1, 0)), 0)
+    def half(k: int) -> np.ndarray:  # pow2: half a step of the wider grid too (Y rounds to nearest)
+        return np.zeros_like(shifts) if fixed or k == 0 else _half(shifts - k)
 
-    k = next((k for k in range(min(limit, int(shifts.min())), -1, -1)
-              if _fits(product >> (shifts - k), k) and int((bound + half(k)).max(initial=0)) <= INT32_MAX), None)
+    def fits(k: int) -> bool:
+        bound = 128 * np.sum(np.abs(flat), axis=1) + np.abs(bias_q + half(k))
+        product = ((bound >> attrs["pre_shift"]) + 1) * np.asarray(attrs["multiplier"], np.int64) if fixed else bound
+        return _fits(product >> (shifts - k), k) and int(bound.max(initial=0)) <= INT32_MAX
+
+    k = next((k for k in range(min(limit, int(shifts.min())), -1, -1) if fits(k)), None)
     if k is None:
         return None
-    rest = shifts - k
-    bias_q = bias_q + half(k)
     wide = {key: v for key, v in attrs.items() if key != "clip"}
-    wide.update(shift=channel_attr(rest), wide=k)
-    return k, bias_q, wide
+    wide.update(shift=channel_attr(shifts - k), wide=k)
+    return k, bias_q + half(k), wide
 
 
 def requantize_wide(acc: np.ndarray, attrs: dict) -> np.ndarray:
@@ -154,3 +172,8 @@ def run_wide_add(node: Node, args: list, kernels) -> object:
     left, shift, clip = tuple(a["left"]), int(a.get("shift") or 0), tuple(a.get("clip", (-128, 127)))
     return on_host(kernels, lambda x, y: add_wide(x, y, left, shift, clip), list(args[:2]),
                    tuple(args[0].shape), np.int8)
+
+
+def reader_output(g: Graph, tensor: str) -> str:
+    """The output of the add reading a wide conv's result (its only reader)."""
+    return g.consumers()[tensor][0].outputs[0]

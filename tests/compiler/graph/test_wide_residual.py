@@ -9,8 +9,8 @@ import pytest
 
 import vtakit
 from vtakit.compiler.graph.ir import Graph
-from vtakit.compiler.graph.wide_residual import (WIDE_ADD_REASON, WIDE_CONV_REASON, WIDE_NOTE, add_wide, wide_bits,
-                                                 widen)
+from vtakit.compiler.graph.wide_residual import (WIDE_ADD_REASON, WIDE_CONV_REASON, WIDE_NOTE, add_wide,
+                                                 requantize_wide, wide_bits, widen)
 from vtakit.compiler.vta.lowering import identity_weight
 from vtakit.compiler.vta.te import conv2d_def
 from vtakit.compiler.zoo.builder import GraphBuilder
@@ -75,9 +75,9 @@ def test_unfused_wide_pairs_run_on_the_host(options: dict, host: set[str]) -> No
     run_all(module, samples(1, 9), devices=("sim",))
 
 
-def _widen(limit: int, w_q: np.ndarray, bias_q: np.ndarray, attrs: dict):
+def _widen(limit: int, w_q: np.ndarray, bias_q: np.ndarray, attrs: dict, add_shift: int = 0):
     g = Graph([], {}, [], [], {}, "g", {WIDE_NOTE: limit})
-    return widen(g, w_q, bias_q, attrs)
+    return widen(g, w_q, bias_q, attrs, add_shift)
 
 
 def test_k_is_bounded_by_the_shift_the_config_and_int32() -> None:
@@ -102,13 +102,23 @@ def test_k_is_bounded_by_the_shift_the_config_and_int32() -> None:
     assert _widen(6, w, bias, dict(pre_shift=0, multiplier=(300, 5000), shift=(4, 5), clip=(0, 127)))[0] == 3
 
 
-def test_wide_add_rounds_like_the_int8_pair_where_nothing_clips() -> None:
-    """With a shift of 0 and nothing saturating, the wide pair's sum is the int8 pair's sum."""
+def test_the_wide_pair_rounds_to_nearest() -> None:
+    """out = (((acc + bias') >> (s1 - k)) + (skip << k)) >> (s2 + k) with the rounding widen puts in bias'
+    is the exact (acc / 2**s1 + skip) / 2**s2 rounded to nearest (within the wide grid's own rounding),
+    where the int8 pair's QAdd rounds down; the same with per-channel shifts."""
     rng = np.random.default_rng(4)
-    y8 = rng.integers(-60, 60, 500).astype(np.int8)
-    skip = rng.integers(-60, 60, 500).astype(np.int8)
-    wide = y8.astype(np.int32) << 6
-    assert np.array_equal(add_wide(wide, skip, (0, 6), 6, (-128, 127)), add_wide(y8, skip, (0, 0), 0, (-128, 127)))
+    w = np.ones((2, 1), np.int8)
+    half8 = np.array([2 ** 8, 2 ** 9], np.int64)  # the int8 conv's own rounding (quantize._linear_requant)
+    k, bias_q, attrs = _widen(6, w, half8, dict(shift=(9, 10), clip=(-128, 127)), add_shift=2)
+    assert k == 6 and attrs["shift"] == (3, 4)
+    # 2**(s1 + s2 - 1) for the final shift, 2**(s1 - k - 1) for the wide grid
+    assert list(bias_q) == [2 ** 10 + 2 ** 2, 2 ** 11 + 2 ** 3]
+    acc = rng.integers(-2 ** 16, 2 ** 16, (1, 2, 4000)).astype(np.int32)
+    skip = rng.integers(-128, 128, (1, 2, 4000)).astype(np.int8)
+    y = requantize_wide(acc + bias_q.reshape(1, 2, 1).astype(np.int32), attrs)
+    out = add_wide(y, skip, (0, k), 2 + k, (-128, 127)).astype(np.float64)
+    exact = (acc / 2.0 ** np.array([9, 10]).reshape(1, 2, 1) + skip) / 4
+    assert np.abs(out - exact).max() <= 0.5 + 2 ** -8 and abs(float(np.mean(out - exact))) < 0.02
 
 
 def test_config_limit_and_identity_block() -> None:
