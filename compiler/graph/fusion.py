@@ -6,7 +6,8 @@ The pair QConv -> QAdd becomes one QConv with the other operand as a fourth inpu
 add's shift and clip as `residual`: on the accelerator the conv's requantized int8 tile gets the
 residual tile added in the accumulator (an identity GEMM from INP without LOAD.ACC8, lowering/move.py)
 and is stored once, so the add makes no pass of its own over DRAM and the conv's own output never
-goes there.  On the host the fused node runs the same two kernels in a row: bit-identical.
+goes there.  On the host the fused node runs the same two kernels in a row: bit-identical.  A wide
+conv (graph/wide_residual.py) adds its unclipped result and the operand times 2**`residual_bits`.
 
 The pair QConv -> MaxPool (ResNet's conv1 and its 3x3/2 pool) becomes one QConv with `pool` = (kernel,
 stride, pad): the accelerator pools each finished int8 tile on chip (`compiler/vta/lowering/pool.py`)

@@ -30,6 +30,7 @@ in the GEMM task's epilogue:
     conv/dense:  acc = x_q * w_q + bias_q       (scale 2**-(e_x + e_w); bias_q carries the
                  y_q = clip(acc >> (e_x + e_w - e_y), lo_q, hi_q)    rounding half-LSB of the shift)
     residual add: both inputs share e_in;  y_q = clip((a_q + b_q) >> (e_in - e_y))
+                  (a conv whose only reader is the add keeps k extra bits instead: wide_residual.py)
 
 Weights get one exponent per output channel (`channel_scales`), so the shift of a conv/dense is
 per channel too (a tuple attribute; one int when every channel agrees): on the accelerator an ALU
