@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import vtakit
+from vtakit.compiler.graph import CompiledModule
 from vtakit.compiler.graph.ir import Graph
 from vtakit.compiler.graph.wide_residual import (WIDE_ADD_REASON, WIDE_CONV_REASON, WIDE_NOTE, add_wide,
                                                  requantize_wide, wide_bits, widen)
@@ -73,6 +74,23 @@ def test_unfused_wide_pairs_run_on_the_host(options: dict, host: set[str]) -> No
     wide = [n for n in module.graph.nodes if n.op == "QConv" and "wide" in n.attrs and "residual" not in n.attrs]
     assert wide and all(module.graph.tensors[n.outputs[0]].dtype == "int32" for n in wide)
     run_all(module, samples(1, 9), devices=("sim",))
+
+
+def test_module_file_keeps_the_wide_pair(tmp_path) -> None:
+    """A saved module (one pair fused, one on the host) loads with the same bits."""
+    module = vtakit.compile(residual_net(), "pynq", calibrate=samples(3, 0),
+                            partition_options=dict(host_nodes=("add2",)))
+    loaded = CompiledModule.load(module.save(tmp_path / "m.vtamod"))
+    assert loaded.graph.node("add2").attrs["left"] == module.graph.node("add2").attrs["left"]
+    x = samples(1, 5)[0]
+    assert all(np.array_equal(a, b) for a, b in zip(loaded.run(x, device="sim").values(),
+                                                    module.run(x, device="cpu").values()))
+
+
+def test_rtl_gives_the_same_bits() -> None:
+    """The scaled identity block on the RTL: the fused wide pairs' bits, as on the host."""
+    module = vtakit.compile(residual_net(), "pynq", calibrate=samples(3, 0))
+    run_all(module, samples(1, 11), devices=("rtl",))
 
 
 def _widen(limit: int, w_q: np.ndarray, bias_q: np.ndarray, attrs: dict, add_shift: int = 0):
