@@ -49,7 +49,9 @@ def lower_linear(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> Acc
     stride = a["strides"][0] if n.op == "QConv" else 1
     pad = conv_padding(a["pads"]) if n.op == "QConv" else 0
     bias = g.consts[n.inputs[2]] if has_bias else None
-    residual = (a["residual"][0], tuple(a["residual"][1]), int(a.get("residual_bits", 0))) if "residual" in a else None
+    residual = (a["residual"][0], tuple(a["residual"][1])) if "residual" in a else None
+    if residual is not None and "wide" in a:  # the conv's unclipped result plus res << k (graph/wide_residual.py)
+        residual += (int(a.get("residual_bits", 0)),)
     shift, shift_vector = a.get("shift"), None
     if isinstance(shift, tuple):  # per output channel: an immediate common part, a vector in acc
         shift, shift_vector = split_channel_shift(cfg, shift, n.name)

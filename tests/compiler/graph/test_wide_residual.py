@@ -12,11 +12,13 @@ from vtakit.compiler.graph import CompiledModule
 from vtakit.compiler.graph.ir import Graph
 from vtakit.compiler.graph.wide_residual import (WIDE_ADD_REASON, WIDE_CONV_REASON, WIDE_NOTE, add_wide,
                                                  requantize_wide, wide_bits, widen)
+from vtakit.compiler.graph.ops.accel import lower_qconv
 from vtakit.compiler.vta.lowering import identity_weight
 from vtakit.compiler.vta.te import conv2d_def
 from vtakit.compiler.zoo.builder import GraphBuilder
 from vtakit.errors import CompileError
 from vtakit.isa.config import HwConfig
+from vtakit.isa.opcodes import AluOp
 
 SHAPE = (1, 16, 8, 8)
 
@@ -54,9 +56,15 @@ def test_host_fsim_and_cycle_model_agree(preset: str, bits: int) -> None:
     module = vtakit.compile(residual_net(), preset, calibrate=samples(3, 0))
     fused = {n.name: n for n in module.graph.nodes if "residual" in n.attrs}
     assert sorted(fused) == ["c2", "c3"]
+    cfg = HwConfig.preset(preset)
     for n in fused.values():
         assert n.attrs.get("residual_bits", 0) == bits and ("wide" in n.attrs) == (bits > 0)
         assert ("clip" in n.attrs) == (bits == 0)
+        # the accelerator's epilogue clips the conv's result before the add exactly where the graph does
+        # (the add's ReLU masks the clip's lower bound, not its upper: te.drop_masked_bounds)
+        steps = lower_qconv(module.graph, n, cfg, None).op.compute.steps
+        before_add = steps[:[s.operand is not None and s.operand.tensor.name == "res" for s in steps].index(True)]
+        assert any(s.op is AluOp.MIN for s in before_add) == (bits == 0)
     run_all(module, samples(2, 7))
 
 
