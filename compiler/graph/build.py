@@ -18,7 +18,7 @@ import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.fusion import fuse_max_pools, fuse_residual_adds
-from vtakit.compiler.graph.wide_residual import WIDE_NOTE, wide_bits
+from vtakit.compiler.graph.wide_residual import check_mode as check_wide_residual, mark as mark_wide_residual
 from vtakit.compiler.graph.fold import canonicalize_dense, fold_into_conv, fold_pads, fuse_activations
 from vtakit.compiler.graph.ir import Graph
 from vtakit.compiler.graph.lower import VtaTask, lower_node
@@ -48,6 +48,7 @@ EQUALIZE = "off"  # cross-layer equalization before quantization: equalize.MODES
 BIAS_CORRECTION = True  # wins on EfficientNet-Lite0: see the README's accuracy figures
 REQUANT = "auto"  # fixed-point multipliers where the config has ALU MUL (fixed_point.py; README, issue 16)
 RANGE_SCALE = "on"  # activation groups rescaled to fill the int8 range (range_scale.py; README, issue 16)
+WIDE_RESIDUAL = "off"  # a conv feeding a residual add keeps extra bits only when asked (wide_residual.MODES)
 
 
 def optimize(graph: Graph, *, keep_fake_quant: bool = False) -> Graph:
@@ -193,7 +194,7 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
                    calibration: str = DEFAULT_METHOD, equalize: str = EQUALIZE, bias_correction: bool = BIAS_CORRECTION,
                    keep_float: tuple[str, ...] = (), keep_float_until: float | None = None,
                    progress: Progress | None = None, requant: str = REQUANT,
-                   range_scale: str = RANGE_SCALE) -> CompiledModule:
+                   range_scale: str = RANGE_SCALE, wide_residual: str = WIDE_RESIDUAL) -> CompiledModule:
     """Compile an ONNX model (path, bytes or ModelProto) for `config`; see the module docstring.
 
     calibration: how activation exponents are chosen (compiler.graph.calibration.METHODS);
@@ -202,7 +203,8 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
     calibration samples, reached by keeping the worst layers float too (exponent_search);
     progress(phase, done, total): called during the searches; requant: how conv/dense requantize
     (fixed_point.REQUANT_MODES: "auto" is "multiplier" where the config has ALU MUL, else "pow2");
-    range_scale: range_scale.MODES, "on": activation groups rescaled to fill the int8 range."""
+    range_scale: range_scale.MODES, "on": activation groups rescaled to fill the int8 range;
+    wide_residual: wide_residual.MODES, "on": a conv feeding a residual add keeps extra bits."""
     if target not in TARGETS:
         raise CompileError(f"unknown target {target!r}; use one of {', '.join(TARGETS)}")
     if host not in HOSTS:
@@ -214,6 +216,7 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
     check_mode(equalize)
     requant = check_requant(requant, cfg.alu_mul, cfg.label)
     check_range_scale(range_scale)
+    check_wide_residual(wide_residual)
     if keep_float_until is not None:
         check_target(keep_float_until)
     t0 = time.perf_counter()
@@ -223,7 +226,7 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
     notes: dict[str, Any] = dict(source_nodes=len(graph.nodes), defaulted_dims=graph.notes.get("defaulted_dims", []))
     g = optimize(graph, keep_fake_quant=target != "vta")
     notes["optimized_nodes"] = len(g.nodes)
-    g.notes[WIDE_NOTE] = wide_bits(cfg)  # how many extra bits a conv feeding a residual add keeps here
+    mark_wide_residual(g, cfg, wide_residual)
     if target in ("cpu", "cuda"):
         if target == "cuda":
             notes["gpu"] = _record_gpu_kernels(g, None)

@@ -16,7 +16,7 @@ shrinks by k and the k finer bits of y round down (at most 2**-(k+1) of an outpu
 
 k is bounded three ways: k <= the shift it replaces (no left shift), the sum cannot wrap int32 for any
 input (the exact accumulator bound of fixed_point.py: 128 * sum|w_q[c]| + |bias'[c]|), and the
-configuration's limit, `WIDE_NOTE`, which compile_module sets where the config is known: without
+configuration's limit, `WIDE_NOTE`, which `mark` sets where the config is known: without
 LOAD.ACC8 the skip reaches the accumulator by an identity GEMM (lowering/move.py) whose diagonal
 becomes 2**k for free (int8 weights: k <= IDENTITY_BITS); configurations with LOAD.ACC8 add it with an
 ALU ADD, which has no free scale, so they keep today's pair (limit 0, no note: the same).
@@ -33,7 +33,14 @@ import numpy as np
 from vtakit.compiler.graph.channel_scales import channel_attr
 from vtakit.compiler.graph.ir import Graph, Node
 from vtakit.compiler.vta.te import IDENTITY_BITS, move_reason
+from vtakit.errors import CompileError
 from vtakit.isa.config import HwConfig
+
+MODES = ("on", "off")
+"""compile_module(wide_residual=...).  "off" is the default (build.WIDE_RESIDUAL): measured on the real
+networks the wide pair is no clear win (README, issue 16): its sum rounds to nearest, which removes the
+half-step downward bias of the int8 pair's QAdd, and on Open-NSFW that bias had offset the upward one
+that rounded activations gain through each ReLU, so its log-odds drift."""
 
 WIDE_NOTE = "wide_residual"
 """The graph note: the most extra bits a conv feeding a residual add may keep (0 or absent: none)."""
@@ -47,6 +54,19 @@ WIDE_ADD_REASON = "reads a conv's wide (int32) result: runs on the accelerator o
 def wide_bits(cfg: HwConfig) -> int:
     """The configuration's limit on k (see the module docstring)."""
     return min(WIDE_BITS, IDENTITY_BITS) if not cfg.acc8_load and move_reason(cfg) is None else 0
+
+
+def check_mode(mode: str) -> bool:
+    """Whether wide residual pairs are asked for under `mode` (one clear error for an unknown one)."""
+    if mode not in MODES:
+        raise CompileError(f"unknown wide_residual mode {mode!r}; use one of {', '.join(MODES)}")
+    return mode == "on"
+
+
+def mark(g: Graph, cfg: HwConfig, mode: str) -> None:
+    """Note on the float graph how many extra bits a conv feeding a residual add may keep for `cfg`
+    (0 with mode "off"); quantize reads it."""
+    g.notes[WIDE_NOTE] = wide_bits(cfg) if check_mode(mode) else 0
 
 
 def wide_pairs(g: Graph, int8: frozenset[str], keeps_int32: frozenset[str]) -> dict[str, str]:

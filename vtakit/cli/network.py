@@ -74,7 +74,8 @@ def cmd_compile(args) -> int:
                                 input_shapes=_input_shapes(args.input_shape),
                                 partition_options=dict(first_conv=args.first_conv, classifier=args.classifier),
                                 seed=args.seed, host=args.host, progress=progress,
-                                **kwargs | ({"requant": args.requant} if args.requant else {}))
+                                **kwargs | ({"requant": args.requant} if args.requant else {})
+                                | ({"wide_residual": args.wide_residual} if args.wide_residual else {}))
     out = module.save(args.output)
     notes = module.notes
     if table is not None:
@@ -146,6 +147,9 @@ def _int8_options(p) -> None:
     p.add_argument("--range-scale", choices=["on", "off"],
                    help="rescale activation groups (weights compensate) so each fills the int8 range at its "
                         "power-of-two exponent: in effect float activation scales (default on)")
+    p.add_argument("--wide-residual", choices=["on", "off"],
+                   help="a conv whose only reader is a residual add keeps up to 6 extra bits into the add instead "
+                        "of requantizing to int8 first (configs without LOAD.ACC8; default off)")
     p.add_argument("--keep-float", default="", help="NODE,... nodes kept in float on the host")
     p.add_argument("--keep-float-until", type=float, metavar="COSINE",
                    help="also keep the worst layers in float, one at a time, until the mean output cosine on the "
@@ -203,10 +207,11 @@ def _keep_float(spec: str) -> tuple[str, ...]:
 def cmd_accuracy(args) -> int:
     """`report MODEL --accuracy`: the float and int8 graphs side by side, per layer."""
     from vtakit.compiler.graph.accuracy import accuracy_report
-    from vtakit.compiler.graph.build import REQUANT, first_sample_shapes, float_and_int8, optimize
+    from vtakit.compiler.graph.build import REQUANT, WIDE_RESIDUAL, first_sample_shapes, float_and_int8, optimize
     from vtakit.compiler.graph.fixed_point import check_requant
     from vtakit.isa.config import HwConfig
     from vtakit.compiler.graph.onnx_frontend import import_onnx
+    from vtakit.compiler.graph.wide_residual import mark
 
     cal = _calibration(args.calibrate)
     graph = optimize(import_onnx(args.module, _input_shapes(args.input_shape), bind=first_sample_shapes(cal)))
@@ -222,6 +227,7 @@ def cmd_accuracy(args) -> int:
     kwargs = _int8_kwargs(args)
     cfg = HwConfig.load(args.config or DEFAULT_PRESET)
     requant = check_requant(args.requant or REQUANT, cfg.alu_mul, cfg.label)  # as compile_module resolves it
+    mark(graph, cfg, args.wide_residual or WIDE_RESIDUAL)
     with _search_progress(_searches(kwargs)) as progress:
         fg, qg, notes = float_and_int8(graph, cal, seed=args.seed, progress=progress, requant=requant, **kwargs)
     if notes["synthetic"]:

@@ -53,7 +53,7 @@ def run_all(module, inputs, devices=("fsim", "sim")) -> None:
 def test_host_fsim_and_cycle_model_agree(preset: str, bits: int) -> None:
     """Fused pairs: on pynq(_mul) the later conv of each add is wide with k = 6 (the identity GEMM's limit;
     the conv's shifts are larger); with LOAD.ACC8 (2x16) k = 0: today's pair, the conv clipped to int8."""
-    module = vtakit.compile(residual_net(), preset, calibrate=samples(3, 0))
+    module = vtakit.compile(residual_net(), preset, calibrate=samples(3, 0), wide_residual="on")
     fused = {n.name: n for n in module.graph.nodes if "residual" in n.attrs}
     assert sorted(fused) == ["c2", "c3"]
     cfg = HwConfig.preset(preset)
@@ -74,7 +74,8 @@ def test_host_fsim_and_cycle_model_agree(preset: str, bits: int) -> None:
 def test_unfused_wide_pairs_run_on_the_host(options: dict, host: set[str]) -> None:
     """A wide conv's int32 result never reaches DRAM from the accelerator: a pair not fused stays on the
     host (its int32 QConv and int32 + int8 QAdd), bit-identical to the accelerator's fused form."""
-    module = vtakit.compile(residual_net(), "pynq", calibrate=samples(3, 0), partition_options=options)
+    module = vtakit.compile(residual_net(), "pynq", calibrate=samples(3, 0), partition_options=options,
+                            wide_residual="on")
     on_host = {t for t in module.tasks if isinstance(t, str)}
     assert host <= on_host and not {"c0", "c1", "down"} & on_host
     reasons = module.notes["host_reasons"]
@@ -87,7 +88,7 @@ def test_unfused_wide_pairs_run_on_the_host(options: dict, host: set[str]) -> No
 def test_module_file_keeps_the_wide_pair(tmp_path) -> None:
     """A saved module (one pair fused, one on the host) loads with the same bits."""
     module = vtakit.compile(residual_net(), "pynq", calibrate=samples(3, 0),
-                            partition_options=dict(host_nodes=("add2",)))
+                            partition_options=dict(host_nodes=("add2",)), wide_residual="on")
     loaded = CompiledModule.load(module.save(tmp_path / "m.vtamod"))
     assert loaded.graph.node("add2").attrs["left"] == module.graph.node("add2").attrs["left"]
     x = samples(1, 5)[0]
@@ -97,8 +98,36 @@ def test_module_file_keeps_the_wide_pair(tmp_path) -> None:
 
 def test_rtl_gives_the_same_bits() -> None:
     """The scaled identity block on the RTL: the fused wide pairs' bits, as on the host."""
-    module = vtakit.compile(residual_net(), "pynq", calibrate=samples(3, 0))
+    module = vtakit.compile(residual_net(), "pynq", calibrate=samples(3, 0), wide_residual="on")
     run_all(module, samples(1, 11), devices=("rtl",))
+
+
+def test_off_by_default_and_a_bad_mode_is_one_error() -> None:
+    """Without wide_residual="on" every conv feeding an add is clipped to int8 as before (the default,
+    README); an unknown mode is one error line naming the option."""
+    module = vtakit.compile(residual_net(), "pynq", calibrate=samples(3, 0))
+    convs = [n for n in module.graph.nodes if n.op == "QConv"]
+    assert all("wide" not in n.attrs and "clip" in n.attrs for n in convs)
+    assert not any("left" in n.attrs for n in module.graph.nodes)
+    with pytest.raises(CompileError, match="unknown wide_residual mode 'yes'") as e:
+        vtakit.compile(residual_net(), "pynq", calibrate=samples(1, 0), wide_residual="yes")
+    assert "\n" not in str(e.value)
+
+
+def test_report_accuracy_takes_the_option(tmp_path, capsys) -> None:
+    """`vtakit report --accuracy --wide-residual on` compares the wide pair's int32 conv outputs."""
+    import onnx
+
+    from vtakit.cli import main
+
+    path = tmp_path / "residual.onnx"
+    onnx.save(residual_net(), path)
+    args = ["report", str(path), "--accuracy", "--plot", ""]
+    assert main(args + ["--wide-residual", "on"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if "│ Conv │" in line]
+    assert sorted(r.split("│")[1].strip() for r in rows if "int32" in r) == ["c2", "c3"]
+    assert main(args) == 0
+    assert "int32" not in capsys.readouterr().out
 
 
 def _widen(limit: int, w_q: np.ndarray, bias_q: np.ndarray, attrs: dict, add_shift: int = 0):
