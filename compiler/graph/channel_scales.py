@@ -32,32 +32,55 @@ BIAS_LIMIT = 2 ** 30
 """A quantized bias stays below this (int32 with room for the products and the rounding half-LSB)."""
 
 
-def channel_weight_exps(w: np.ndarray, exponent) -> np.ndarray:
-    """The least-squared-error exponent of every output channel (`exponent` judges one array),
-    spread over at most CHANNEL_SPREAD; all-zero channels take the finest exponent allowed."""
+def row_errors(rows: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """The squared error of every row quantized to -127..127 at its own exponent e[c], clipping included:
+    quantize._weight_error's arithmetic (elementwise in the rows' dtype, the rounding error summed in
+    float64, the clipping error in the rows' dtype), all rows at once."""
+    e = np.asarray(e, np.int64).reshape(-1, 1)
+    limit = (127 * 2.0 ** -e).astype(rows.dtype)
+    clipped = np.clip(rows, -limit, limit)
+    scale = (2.0 ** e).astype(np.float32)
+    q = np.clip(np.rint(clipped * scale), -128, 127)
+    rounding = np.sum(np.square(q / scale - clipped), axis=1, dtype=np.float64)
+    return rounding + np.sum(np.square(rows - clipped), axis=1).astype(np.float64)
+
+
+def best_row_exps(rows: np.ndarray, ideal, top: int) -> np.ndarray:
+    """Every row's least-squared-error exponent among the one that clips nothing (`ideal(max|row|)`) and
+    the three finer, at most `top`; of equal errors the coarser (quantize._weight_exp, row by row)."""
+    first = np.array([ideal(float(m)) for m in np.max(np.abs(rows), axis=1)], np.int64)
+    candidates = first[:, None] + np.arange(4)
+    errors = np.stack([row_errors(rows, np.minimum(c, top)) for c in candidates.T], axis=1)
+    errors[candidates > top] = np.inf
+    return candidates[np.arange(len(rows)), np.argmin(errors, axis=1)]
+
+
+def channel_weight_exps(w: np.ndarray, ideal, top: int) -> np.ndarray:
+    """The least-squared-error exponent of every output channel (`best_row_exps`), spread over at most
+    CHANNEL_SPREAD; all-zero channels take the finest exponent allowed."""
     rows = w.reshape(w.shape[0], -1)
     live = np.max(np.abs(rows), axis=1) > 0
     if not live.any():
-        return np.full(w.shape[0], exponent(rows), np.int64)
-    exps = np.array([exponent(r) if ok else 0 for r, ok in zip(rows, live)], np.int64)
+        return np.full(w.shape[0], best_row_exps(rows.reshape(1, -1), ideal, top)[0], np.int64)
+    exps = np.where(live, best_row_exps(rows, ideal, top), 0)
     finest = int(exps[live].min()) + CHANNEL_SPREAD
     return np.where(live, np.minimum(exps, finest), finest)
 
 
-def weight_exps(w: np.ndarray, exponent, error) -> np.ndarray:
+def weight_exps(w: np.ndarray, exponent, ideal, top: int) -> np.ndarray:
     """Exponents of w's output channels: per channel (`channel_weight_exps`) where that divides the
-    channels' mean relative squared error (`error(array, e)` over the channel's energy) by
-    CHANNEL_GAIN, else the per-tensor `exponent(w)` for all.  Relative, because a small channel's
-    error is small in absolute terms however few int8 levels it gets."""
+    channels' mean relative squared error (`row_errors` over the channel's energy) by CHANNEL_GAIN,
+    else the per-tensor `exponent(w)` for all.  Relative, because a small channel's error is small in
+    absolute terms however few int8 levels it gets."""
     e_t = exponent(w)
-    e_c = channel_weight_exps(w, exponent)
+    e_c = channel_weight_exps(w, ideal, top)
     rows = w.reshape(w.shape[0], -1)
     energy = np.sum(np.square(rows, dtype=np.float64), axis=1)
     live = energy > 0
     if not live.any():
         return np.full(w.shape[0], e_t, np.int64)
-    per_tensor = sum(error(r, e_t) / n for r, n, ok in zip(rows, energy, live) if ok)
-    per_channel = sum(error(r, int(e)) / n for r, e, n, ok in zip(rows, e_c, energy, live) if ok)
+    per_tensor = sum((row_errors(rows, np.full(len(rows), e_t))[live] / energy[live]).tolist())
+    per_channel = sum((row_errors(rows, e_c)[live] / energy[live]).tolist())
     if per_channel * CHANNEL_GAIN <= per_tensor:
         return e_c
     return np.full(w.shape[0], e_t, np.int64)

@@ -314,7 +314,7 @@ def _weight_exps(w: np.ndarray, wide: bool) -> np.ndarray:
     that keeps its int32 accumulator (dequantized with one exponent) keeps one per tensor."""
     if wide:
         return np.full(w.shape[0], _weight_exp(w), np.int64)
-    return weight_exps(w, _weight_exp, _weight_error)
+    return weight_exps(w, _weight_exp, ideal_exponent, EXP_RANGE[1])
 
 
 def one_shift(w: np.ndarray) -> bool:

@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import vtakit
 from vtakit.compiler.graph.channel_scales import CHANNEL_SPREAD, channel_weight_exps, fit_bias
-from vtakit.compiler.graph.quantize import _weight_exp
+from vtakit.compiler.graph.quantize import EXP_RANGE, _weight_exp, ideal_exponent
 
 RNG = np.random.default_rng(16)
 
@@ -18,7 +18,7 @@ RNG = np.random.default_rng(16)
 def test_every_channel_gets_its_own_least_squared_error_exponent():
     gains = 2.0 ** -np.arange(0, 12, 3)                      # channels 1, 1/8, 1/64, 1/512 as large
     w = (RNG.standard_normal((4, 8, 3, 3)) * gains[:, None, None, None]).astype(np.float32)
-    e = channel_weight_exps(w, _weight_exp)
+    e = channel_weight_exps(w, ideal_exponent, EXP_RANGE[1])
     assert e.tolist() == [_weight_exp(w[c]) for c in range(4)]
     assert np.diff(e).tolist() == [3, 3, 3]
     w_q = np.rint(w * 2.0 ** e[:, None, None, None])
@@ -31,7 +31,7 @@ def test_exponents_spread_over_one_vta_shr_and_zero_channels_take_the_finest():
     w = np.ones((3, 4), np.float32)
     w[1] *= 2.0 ** -20
     w[2] = 0
-    e = channel_weight_exps(w, _weight_exp)
+    e = channel_weight_exps(w, ideal_exponent, EXP_RANGE[1])
     assert e[1] - e[0] == CHANNEL_SPREAD and e[2] == e[1]
 
 
@@ -95,14 +95,13 @@ def test_per_channel_network_is_bit_identical_on_host_fsim_and_cycle_model(compi
 def test_channels_split_only_where_that_halves_the_weights_squared_error(monkeypatch):
     from vtakit.compiler.graph import channel_scales
     from vtakit.compiler.graph.channel_scales import weight_exps
-    from vtakit.compiler.graph.quantize import _weight_error
 
     monkeypatch.setattr(channel_scales, "CHANNEL_GAIN", 2.0)    # the rule at a gain of 2 (the default is 1)
 
     w = RNG.standard_normal((8, 64)).astype(np.float32)           # alike channels: one exponent
-    assert len(set(weight_exps(w, _weight_exp, _weight_error).tolist())) == 1
+    assert len(set(weight_exps(w, _weight_exp, ideal_exponent, EXP_RANGE[1]).tolist())) == 1
     w[4:] *= 1 / 16                                              # half the channels 16 times smaller
-    e = weight_exps(w, _weight_exp, _weight_error)
+    e = weight_exps(w, _weight_exp, ideal_exponent, EXP_RANGE[1])
     assert (e[4:] - e[:4].max() >= 3).all()
 
 
