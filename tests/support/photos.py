@@ -55,12 +55,20 @@ def test_views(size: int = SIZE) -> list[tuple[str, np.ndarray]]:
 
 def calibration_views(count: int = 8, seed: int = 0, size: int = SIZE) -> list[tuple[str, np.ndarray]]:
     """`count` seeded random crops (60-100 % of the short side, maybe mirrored) of the calibration photos."""
+    return random_views(CALIBRATION_PHOTOS, count, seed, 0.6, size)
+
+
+def random_views(names: tuple[str, ...], count: int, seed: int, smallest: float,
+                 size: int = SIZE) -> list[tuple[str, np.ndarray]]:
+    """`count` seeded random square crops (`smallest`-100 % of the short side, mirrored at random) of the
+    photos `names`, taken in turn: more test views than the 24 fixed ones (e.g. of TEST_PHOTOS)."""
     rng = np.random.default_rng(seed)
+    images = {name: photo(name) for name in names}
     out = []
     for i in range(count):
-        name = CALIBRATION_PHOTOS[i % len(CALIBRATION_PHOTOS)]
-        img = photo(name)
-        side = int(min(img.shape[:2]) * rng.uniform(0.6, 1.0))
+        name = names[i % len(names)]
+        img = images[name]
+        side = int(min(img.shape[:2]) * rng.uniform(smallest, 1.0))
         top = int(rng.integers(0, img.shape[0] - side + 1))
         left = int(rng.integers(0, img.shape[1] - side + 1))
         view = square_view(img, top, left, side, size)
