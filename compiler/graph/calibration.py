@@ -34,6 +34,11 @@ from vtakit.compiler.graph.quantize import EXP_RANGE, Calibration, candidate_exp
 METHODS = ("max", "percentile", "mse", "kl", "search")
 DEFAULT_METHOD = "max"
 PERCENTILE_CLIPPED = 1e-4
+KL_CLIPPED = 0.01
+"""The most of a tensor's nonzero values a "kl" candidate may clip.  KL divergence folds the clipped values
+into the last bin, so a threshold below nearly all of them leaves one spike on both sides and scores 0:
+pooled features, which sit in a narrow band near their maximum, were clipped whole (ResNet-18's centred
+classifier: logits cosine 0.01)."""
 HIST_BINS = 8192  # bins of |value| over [0, 128 * 2**-a): width 2**-(a + 6)
 _FINE = 6
 
@@ -77,8 +82,9 @@ class Histogram:
         """The bin index where candidate exponent e starts clipping: |v| >= 127.5 * 2**-e."""
         return min(HIST_BINS, int(round(127.5 * 2.0 ** (self.anchor + _FINE - e))))
 
-    def clipped_fraction(self, e: int) -> float:
-        total = int(self.counts.sum()) + self.zeros
+    def clipped_fraction(self, e: int, nonzero: bool = False) -> float:
+        """The fraction of the values (`nonzero`: of the nonzero ones) exponent e clips."""
+        total = int(self.counts.sum()) + (0 if nonzero else self.zeros)
         return float(self.counts[self.edge(e):].sum()) / total if total else 0.0
 
     def kl_divergence(self, e: int) -> float:
@@ -141,7 +147,8 @@ class MethodCalibration(Calibration):
         if self.method == "percentile":
             ok = [e for e in cands if h.clipped_fraction(e) <= PERCENTILE_CLIPPED]
             return max(ok) if ok else cands[0]
-        return min(cands, key=lambda e: (h.kl_divergence(e), e))
+        ok = [e for e in cands if h.clipped_fraction(e, nonzero=True) <= KL_CLIPPED] or cands[:1]
+        return min(ok, key=lambda e: (h.kl_divergence(e), e))
 
 
 def calibrate(graph, samples: list[dict[str, np.ndarray]], method: str = DEFAULT_METHOD) -> MethodCalibration:

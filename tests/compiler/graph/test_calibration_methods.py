@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vtakit.compiler.graph.calibration import (
-    METHODS, PERCENTILE_CLIPPED, Histogram, MethodCalibration, calibrate, check_method)
+    KL_CLIPPED, METHODS, PERCENTILE_CLIPPED, Histogram, MethodCalibration, calibrate, check_method)
 from vtakit.compiler.graph.quantize import Calibration, ideal_exponent
 from vtakit.errors import CompileError
 
@@ -70,6 +70,16 @@ def test_kl_ignores_the_spike_of_exact_zeros_a_relu_leaves():
     cal = _cal("kl", x)
     assert cal.hist["t"].zeros == int(np.sum(x == 0))
     assert cal.exponent("t") == _cal("max", x).exponent("t")  # the spike alone would push it 3 bits finer
+
+
+def test_kl_never_clips_a_narrow_band_whole():
+    """Values in a narrow band near their maximum (pooled features): a threshold below them all would fold
+    them into one bin, which KL scores 0; such candidates are not taken (KL_CLIPPED)."""
+    x = np.random.default_rng(5).uniform(0.85, 1.0, 50_000)
+    cal = _cal("kl", x)
+    e = cal.exponent("t")
+    assert np.mean(np.abs(x * 2.0 ** e) > 127.5) <= KL_CLIPPED
+    assert cal.hist["t"].kl_divergence(max(cal.candidates("t"))) == 0.0  # the degenerate score it avoids
 
 
 def test_histogram_widening_is_exact():
