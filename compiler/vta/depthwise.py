@@ -124,8 +124,9 @@ def depthwise_def(cfg: HwConfig, *, n: int, c: int, h: int, w: int, kh: int, kw:
 
 def depthwise_schedule(k: DepthwiseKnobs, *, bias: bool, channel_shift: bool, pre_shift: int | None = None,
                        bias_gemm: bool = False) -> Schedule:
-    """Channel tiles outermost, each tile's weights (and the bias's digit blocks, `bias_gemm`) loaded once;
-    input tile (with its halo) and acc vectors per output tile."""
+    """Channel tiles outermost, each tile's weights, bias (digit blocks with `bias_gemm`) and per-channel
+    vectors loaded once; input tile (with its halo) per output tile.  Vectors once per channel tile, not per
+    output tile: the compute module's LOAD.ACC waits behind the tile DMAs for the shared memory port."""
     s = Schedule().split("c", k.tile_c).split("oh", k.tile_oh).split("ow", k.tile_ow)
     s = s.reorder("n", "c.o", "oh.o", "ow.o", "oh.i", "ow.i", "c.i", "kh", "kw")
     if k.vthreads > 1:
@@ -136,11 +137,11 @@ def depthwise_schedule(k: DepthwiseKnobs, *, bias: bool, channel_shift: bool, pr
     if bias and bias_gemm:
         s = s.cache_read("bias", "wgt").dma_copy("bias", "c.o")
     elif bias:
-        s = s.cache_read("bias", "acc").dma_copy("bias", tile_loop)
+        s = s.cache_read("bias", "acc").dma_copy("bias", "c.o")
     if channel_shift:
-        s = s.cache_read("shift", "acc").dma_copy("shift", tile_loop)
+        s = s.cache_read("shift", "acc").dma_copy("shift", "c.o")
     if pre_shift is not None:
-        s = s.cache_read("mult", "acc").dma_copy("mult", tile_loop)
+        s = s.cache_read("mult", "acc").dma_copy("mult", "c.o")
     return s.tensorize("oh.i", "gemm")
 
 

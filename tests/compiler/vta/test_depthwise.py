@@ -122,9 +122,9 @@ def run_depthwise(cfg: HwConfig, x, wt, b, *, stride, pads, bias_gemm: bool, dev
 
 @pytest.mark.parametrize("cfg", [PYNQ, PYNQ_MUL], ids=["pynq", "pynq_mul"])
 @pytest.mark.parametrize("c, size, k, stride, pads", BIAS_CASES)
-def test_bias_by_gemm_is_bit_exact_and_cheaper_than_the_alu_add(cfg, c, size, k, stride, pads):
-    """Host reference == fsim == cycle model with the bias added by GEMM; the ALU ADD form computes the same
-    bits in more cycles.  On pynq_mul the epilogue multiplies by per-channel multipliers after a pre-shift."""
+def test_bias_by_gemm_is_bit_exact(cfg, c, size, k, stride, pads):
+    """Host reference == fsim == cycle model with the bias added by GEMM, and with the ALU ADD form.  On
+    pynq_mul the epilogue multiplies by per-channel multipliers after a pre-shift."""
     x, wt, b = operands(c, size, size, k)
     mult = RNG.integers(256, 1024, c).astype(np.int32) if cfg.alu_mul else None
     args = dict(shift=12, pre_shift=4, mult=mult) if cfg.alu_mul else dict(shift=7)
@@ -133,11 +133,22 @@ def test_bias_by_gemm_is_bit_exact_and_cheaper_than_the_alu_add(cfg, c, size, k,
     assert bias_fits(cfg, b) and len(np.unique(want)) > 8
     y, op, _ = run_depthwise(cfg, x, wt, b, stride=stride, pads=pads, bias_gemm=True, device="fsim", **args)
     assert np.array_equal(y, want) and ONES in op.tensors and op.tensors["bias"].mem == MemId.WGT
-    y, _, gemm = run_depthwise(cfg, x, wt, b, stride=stride, pads=pads, bias_gemm=True, device="sim", **args)
+    y, _, _ = run_depthwise(cfg, x, wt, b, stride=stride, pads=pads, bias_gemm=True, device="sim", **args)
     assert np.array_equal(y, want)
-    y, op, alu = run_depthwise(cfg, x, wt, b, stride=stride, pads=pads, bias_gemm=False, device="sim", **args)
+    y, op, _ = run_depthwise(cfg, x, wt, b, stride=stride, pads=pads, bias_gemm=False, device="sim", **args)
     assert np.array_equal(y, want) and ONES not in op.tensors and op.tensors["bias"].mem == MemId.ACC
-    assert gemm.cycles < alu.cycles, (gemm.cycles, alu.cycles)
+
+
+@pytest.mark.parametrize("cfg", [PYNQ, PYNQ_MUL], ids=["pynq", "pynq_mul"])
+def test_bias_by_gemm_takes_a_cycle_per_output_entry_off(cfg):
+    """A MobileNet-sized 3x3 layer: one GEMM micro-op per entry instead of a two-cycle ALU ADD saves more
+    than the digit blocks' loads cost (tiny load-bound layers can lose a few cycles: the load module
+    brings the blocks)."""
+    layer = dict(x_shape=(1, 64, 28, 28), kernel=(3, 3), stride=1, pads=(1,) * 4, bias=True, shift=0,
+                 clip=(0, 127), channel_shift=True, pre_shift=2 if cfg.alu_mul else None)
+    entries = 64 * 28 * 28 // cfg.block_out
+    gemm, alu = simulated_cycles(cfg, **layer, bias_gemm=True), simulated_cycles(cfg, **layer)
+    assert alu - gemm >= 0.5 * entries, (gemm, alu)
 
 
 @pytest.mark.parametrize("device", ["fsim", "sim"])
