@@ -17,7 +17,8 @@ padding (stride 2: (0, 0, 1, 1)) costs nothing extra.
 The bias is added by one GEMM micro-op per output entry where its values fit the lanes
 (`bias_gemm`, `lowering/bias.py`: the `ones` INP entry times a WGT block of the bias's digits, loaded
 once per channel tile by the load module), instead of an ALU ADD reading an acc vector (two compute
-cycles per entry, and a LOAD.ACC on the compute module per output tile).
+cycles per entry, the vector loaded by LOAD.ACC on the compute module); a bias beyond the lanes keeps
+the ALU ADD.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class DepthwiseShape:
     stride: int
     pads: Pads
     epilogue_ops: int   # ALU cycles per output entry (a step reading a vector operand takes two)
-    vectors: int        # per-channel acc vectors beside each output tile (bias, shift)
+    vectors: int        # per-channel acc vectors beside each output tile (bias by ALU ADD, shift, mult)
     bias_wgt: bool = False  # the bias as WGT digit blocks added by a GEMM (lowering/bias.py)
 
     @property
