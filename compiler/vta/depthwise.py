@@ -13,6 +13,12 @@ have no diagonal block and keep depthwise convolutions on the host.
 Pads are (top, left, bottom, right): the data index starts at -top/-left and
 reads past the bottom/right edge see zeros (DMA padding), so asymmetric "same"
 padding (stride 2: (0, 0, 1, 1)) costs nothing extra.
+
+The bias is added by one GEMM micro-op per output entry where its values fit the lanes
+(`bias_gemm`, `lowering/bias.py`: the `ones` INP entry times a WGT block of the bias's digits, loaded
+once per channel tile by the load module), instead of an ALU ADD reading an acc vector (two compute
+cycles per entry, the vector loaded by LOAD.ACC on the compute module); a bias beyond the lanes keeps
+the ALU ADD.
 """
 
 from __future__ import annotations
@@ -60,7 +66,8 @@ class DepthwiseShape:
     stride: int
     pads: Pads
     epilogue_ops: int   # ALU cycles per output entry (a step reading a vector operand takes two)
-    vectors: int        # per-channel acc vectors beside each output tile (bias, shift)
+    vectors: int        # per-channel acc vectors beside each output tile (bias by ALU ADD, shift, mult)
+    bias_wgt: bool = False  # the bias as WGT digit blocks added by a GEMM (lowering/bias.py)
 
     @property
     def oh(self) -> int:
@@ -86,9 +93,11 @@ class DepthwiseKnobs:
 
 def depthwise_def(cfg: HwConfig, *, n: int, c: int, h: int, w: int, kh: int, kw: int, stride: int, pads: Pads,
                   bias: bool = False, shift: int | None = None, clip: tuple[int, int] | None = None,
-                  channel_shift: bool = False, pre_shift: int | None = None, name: str = "depthwise") -> ComputeDef:
+                  channel_shift: bool = False, pre_shift: int | None = None, bias_gemm: bool = False,
+                  name: str = "depthwise") -> ComputeDef:
     """Depthwise convolution in NCHW{batch}n{block}c; weights (C/block, KH, KW) diagonal blocks.  `pre_shift`
-    not None: the epilogue multiplies by a per-channel vector `mult` after that shift (graph/fixed_point.py)."""
+    not None: the epilogue multiplies by a per-channel vector `mult` after that shift (graph/fixed_point.py).
+    `bias_gemm`: the bias is WGT digit blocks (`lowering.pack_bias_weight`) added by a GEMM."""
     reason = depthwise_reason(cfg)
     if reason:
         raise CompileError(reason, op=name)
@@ -103,7 +112,8 @@ def depthwise_def(cfg: HwConfig, *, n: int, c: int, h: int, w: int, kh: int, kw:
     data = Access(Tensor("data", (nb, cb, h, w), MemId.INP),
                   (v("n"), v("c"), v("oh", stride) + v("kh") - top, v("ow", stride) + v("kw") - left))
     weight = Access(Tensor("weight", (cb, kh, kw), MemId.WGT, pad="error"), (v("c"), v("kh"), v("kw")))
-    bias_acc = Access(Tensor("bias", (cb,), MemId.ACC, pad="error"), (v("c"),)) if bias else None
+    bias_mem = MemId.WGT if bias_gemm else MemId.ACC
+    bias_acc = Access(Tensor("bias", (cb,), bias_mem, pad="error"), (v("c"),)) if bias else None
     shift_acc = Access(Tensor("shift", (cb,), MemId.ACC, pad="error"), (v("c"),)) if channel_shift else None
     mult_acc = Access(Tensor("mult", (cb,), MemId.ACC, pad="error"), (v("c"),)) if pre_shift is not None else None
     out = Access(Tensor("out", (nb, cb, oh, ow), MemId.OUT, pad="error"), (v("n"), v("c"), v("oh"), v("ow")))
@@ -113,8 +123,11 @@ def depthwise_def(cfg: HwConfig, *, n: int, c: int, h: int, w: int, kh: int, kw:
                       out_planes=1 if requant else 4)
 
 
-def depthwise_schedule(k: DepthwiseKnobs, *, bias: bool, channel_shift: bool, pre_shift: int | None = None) -> Schedule:
-    """Channel tiles outermost, each tile's weights loaded once; input tile (with its halo) per output tile."""
+def depthwise_schedule(k: DepthwiseKnobs, *, bias: bool, channel_shift: bool, pre_shift: int | None = None,
+                       bias_gemm: bool = False) -> Schedule:
+    """Channel tiles outermost, each tile's weights, bias (digit blocks with `bias_gemm`) and per-channel
+    vectors loaded once; input tile (with its halo) per output tile.  Vectors once per channel tile, not per
+    output tile: the compute module's LOAD.ACC waits behind the tile DMAs for the shared memory port."""
     s = Schedule().split("c", k.tile_c).split("oh", k.tile_oh).split("ow", k.tile_ow)
     s = s.reorder("n", "c.o", "oh.o", "ow.o", "oh.i", "ow.i", "c.i", "kh", "kw")
     if k.vthreads > 1:
@@ -122,12 +135,14 @@ def depthwise_schedule(k: DepthwiseKnobs, *, bias: bool, channel_shift: bool, pr
     tile_loop = "ow.o"                 # the innermost tile loop: one output tile per iteration
     s = (s.cache_read("data", "inp").cache_read("weight", "wgt").cache_write("out", "acc")
          .dma_copy("data", tile_loop).dma_copy("out", tile_loop).dma_copy("weight", "c.o"))
-    if bias:
-        s = s.cache_read("bias", "acc").dma_copy("bias", tile_loop)
+    if bias and bias_gemm:
+        s = s.cache_read("bias", "wgt").dma_copy("bias", "c.o")
+    elif bias:
+        s = s.cache_read("bias", "acc").dma_copy("bias", "c.o")
     if channel_shift:
-        s = s.cache_read("shift", "acc").dma_copy("shift", tile_loop)
+        s = s.cache_read("shift", "acc").dma_copy("shift", "c.o")
     if pre_shift is not None:
-        s = s.cache_read("mult", "acc").dma_copy("mult", tile_loop)
+        s = s.cache_read("mult", "acc").dma_copy("mult", "c.o")
     return s.tensorize("oh.i", "gemm")
 
 
@@ -140,17 +155,19 @@ def depthwise_cost(cfg: HwConfig, s: DepthwiseShape, k: DepthwiseKnobs) -> float
     rows = (k.tile_oh - 1) * s.stride + s.kh
     cols = (k.tile_ow - 1) * s.stride + s.kw
     inp_tile = k.tile_c * rows * cols
-    wgt_tile = k.tile_c * s.kh * s.kw
+    wgt_tile = k.tile_c * (s.kh * s.kw + s.bias_wgt)
+    ones = 1 if s.bias_wgt else 0      # the bias GEMM's `ones` INP entry
     acc_tile = k.tile_c * k.tile_oh * k.tile_ow
     kernel = k.tile_c * s.kh * s.kw
-    if (inp_tile * vt > cfg.inp_depth or wgt_tile * vt > cfg.wgt_depth
+    if (inp_tile * vt + ones > cfg.inp_depth or wgt_tile * vt > cfg.wgt_depth
             or (acc_tile + k.tile_c * s.vectors) * vt > cfg.acc_depth or kernel * 2 * vt > cfg.uop_depth
             or k.tile_oh * k.tile_ow > 16383 or cols > 65535):
         return None
     tiles = s.nb * n_c * n_oh * n_ow
     eb_inp, eb_wgt, eb_out = (cfg.elem_bytes(m) for m in (2, 1, 4))
     inp_cycles = k.tile_c * min(rows, s.h) * _row_cycles(cfg, min(cols, s.w) * eb_inp)
-    wgt_cycles = k.tile_c * _row_cycles(cfg, s.kh * s.kw * eb_wgt)
+    wgt_cycles = k.tile_c * _row_cycles(cfg, s.kh * s.kw * eb_wgt) + (_row_cycles(cfg, k.tile_c * eb_wgt)
+                                                                       if s.bias_wgt else 0)
     out_runs = k.tile_c * (1 if k.tile_ow == s.ow else k.tile_oh)
     store_cycles = out_runs * _row_cycles(cfg, acc_tile // out_runs * eb_out)
     port = tiles * (inp_cycles + store_cycles) + s.nb * n_c * wgt_cycles
@@ -194,32 +211,36 @@ def host_cycles(cfg: HwConfig, s: DepthwiseShape) -> float:
 @lru_cache(maxsize=256)
 def simulated_cycles(cfg: HwConfig, *, x_shape, kernel: tuple[int, int], stride: int, pads: Pads, bias: bool,
                      shift: int | None, clip: tuple[int, int] | None, channel_shift: bool,
-                     pre_shift: int | None = None,
+                     pre_shift: int | None = None, bias_gemm: bool = False,
                      name: str = "depthwise") -> int:
     """The cycle model's count for the compiled depthwise convolution, run once on zeros (its timing does not
     depend on the values).  Cached: the partition asks again for each reader of the result."""
     from vtakit.compiler.vta.runtime import resolve_device, run_compiled
 
     op, _ = compile_depthwise(cfg, x_shape=x_shape, kernel=kernel, stride=stride, pads=pads, bias=bias,
-                              shift=shift, clip=clip, channel_shift=channel_shift, pre_shift=pre_shift, name=name)
+                              shift=shift, clip=clip, channel_shift=channel_shift, pre_shift=pre_shift,
+                              bias_gemm=bias_gemm, name=name)
     zeros = {name: np.zeros(op.tensors[name].nbytes(cfg), np.uint8) for name in op.inputs}
     return run_compiled(op, resolve_device("sim", cfg), zeros)[1].cycles
 
 
 def depthwise_choice(cfg: HwConfig, *, x_shape, kernel: tuple[int, int], stride: int, pads: Pads,
                      bias: bool = False, shift: int | None = None, clip: tuple[int, int] | None = None,
-                     channel_shift: bool = False, pre_shift: int | None = None, name: str = "depthwise") -> str | None:
+                     channel_shift: bool = False, pre_shift: int | None = None, bias_gemm: bool = False,
+                     name: str = "depthwise") -> str | None:
     """None when the cycle model runs the depthwise convolution on the accelerator in fewer cycles than its
-    host round trip (`host_cycles`), else why it stays on the host."""
+    host round trip (`host_cycles`), else why it stays on the host (`bias_gemm`: the bias added by GEMM)."""
     n, c, h, w = x_shape
     kernel, pads = tuple(kernel), tuple(pads)
     try:
         compute = depthwise_def(cfg, n=n, c=c, h=h, w=w, kh=kernel[0], kw=kernel[1], stride=stride, pads=pads,
-                                bias=bias, shift=shift, clip=clip, channel_shift=channel_shift, pre_shift=pre_shift)
+                                bias=bias, shift=shift, clip=clip, channel_shift=channel_shift, pre_shift=pre_shift,
+                                bias_gemm=bias_gemm)
         shape = depthwise_shape(cfg, n=n, c=c, h=h, w=w, kh=kernel[0], kw=kernel[1], stride=stride, pads=pads,
                                 compute=compute)
         accel = simulated_cycles(cfg, x_shape=tuple(x_shape), kernel=kernel, stride=stride, pads=pads, bias=bias,
-                                 shift=shift, clip=clip, channel_shift=channel_shift, pre_shift=pre_shift, name=name)
+                                 shift=shift, clip=clip, channel_shift=channel_shift, pre_shift=pre_shift,
+                                 bias_gemm=bias_gemm, name=name)
     except CompileError as e:
         return str(e)
     host = host_cycles(cfg, shape)
@@ -230,40 +251,49 @@ def depthwise_choice(cfg: HwConfig, *, x_shape, kernel: tuple[int, int], stride:
 
 def depthwise_shape(cfg: HwConfig, *, n: int, c: int, h: int, w: int, kh: int, kw: int, stride: int, pads: Pads,
                     compute: ComputeDef) -> DepthwiseShape:
-    vectors = sum(1 for st in compute.steps if st.operand is not None)
+    """The cost model's view of `compute`: an ALU step reading an acc vector costs two passes, the bias
+    GEMM (a WGT operand) one micro-op per entry."""
+    vectors = sum(1 for st in compute.steps if st.operand is not None and st.operand.tensor.mem == MemId.ACC)
+    gemms = sum(1 for st in compute.steps if st.operand is not None and st.operand.tensor.mem == MemId.WGT)
     return DepthwiseShape(ceil_div(n, cfg.batch), ceil_div(c, cfg.block_out), h, w, kh, kw, stride, tuple(pads),
-                          (len(compute.steps) + vectors) * cfg.alu_ii, max(1, vectors))
+                          (len(compute.steps) - gemms + vectors) * cfg.alu_ii + gemms, max(1, vectors), gemms > 0)
 
 
 def compile_depthwise(cfg: HwConfig, *, x_shape, kernel: tuple[int, int], stride: int, pads: Pads,
                       bias: bool = False, shift: int | None = None, clip: tuple[int, int] | None = None,
-                      channel_shift: bool = False, pre_shift: int | None = None, schedule: DepthwiseKnobs | dict | None = None,
+                      channel_shift: bool = False, pre_shift: int | None = None, bias_gemm: bool = False,
+                      schedule: DepthwiseKnobs | dict | None = None,
                       name: str = "depthwise") -> tuple[CompiledOp, DepthwiseKnobs]:
     """Compile a depthwise convolution; returns the relocatable program and the knobs used.  With the
     default knobs the result is cached: the partition compiles each layer to count its cycles
-    (`simulated_cycles`), and lowering then takes the same program."""
+    (`simulated_cycles`), and lowering then takes the same program.  `bias_gemm`: the `bias` input is WGT
+    digit blocks (`lowering.pack_bias_weight`, where `lowering.bias_fits`), else an int32 acc vector."""
+    bias_gemm = bias and bias_gemm
     if schedule is None:
         return _compile_default(cfg, tuple(x_shape), tuple(kernel), stride, tuple(pads), bias, shift, clip,
-                                channel_shift, pre_shift, name)
+                                channel_shift, pre_shift, bias_gemm, name)
     return _compile(cfg, x_shape=x_shape, kernel=kernel, stride=stride, pads=pads, bias=bias, shift=shift,
-                    clip=clip, channel_shift=channel_shift, pre_shift=pre_shift, schedule=schedule, name=name)
+                    clip=clip, channel_shift=channel_shift, pre_shift=pre_shift, bias_gemm=bias_gemm,
+                    schedule=schedule, name=name)
 
 
 @lru_cache(maxsize=64)
 def _compile_default(cfg: HwConfig, x_shape, kernel, stride, pads, bias, shift, clip, channel_shift, pre_shift,
-                     name) -> tuple[CompiledOp, DepthwiseKnobs]:
+                     bias_gemm, name) -> tuple[CompiledOp, DepthwiseKnobs]:
     return _compile(cfg, x_shape=x_shape, kernel=kernel, stride=stride, pads=pads, bias=bias, shift=shift,
-                    clip=clip, channel_shift=channel_shift, pre_shift=pre_shift, schedule=None, name=name)
+                    clip=clip, channel_shift=channel_shift, pre_shift=pre_shift, bias_gemm=bias_gemm, schedule=None,
+                    name=name)
 
 
 def _compile(cfg: HwConfig, *, x_shape, kernel, stride, pads, bias, shift, clip, channel_shift, schedule,
-             name, pre_shift=None) -> tuple[CompiledOp, DepthwiseKnobs]:
+             name, pre_shift=None, bias_gemm=False) -> tuple[CompiledOp, DepthwiseKnobs]:
     n, c, h, w = x_shape
     kh, kw = kernel
     if not isinstance(stride, (int, np.integer)) or stride < 1 or len(pads) != 4 or min(pads) < 0:
         raise CompileError(f"stride must be >= 1 and pads four values >= 0, got {stride}, {pads}", op=name)
     compute = depthwise_def(cfg, n=n, c=c, h=h, w=w, kh=kh, kw=kw, stride=int(stride), pads=tuple(pads),
-                            bias=bias, shift=shift, clip=clip, channel_shift=channel_shift, pre_shift=pre_shift, name=name)
+                            bias=bias, shift=shift, clip=clip, channel_shift=channel_shift, pre_shift=pre_shift,
+                            bias_gemm=bias_gemm, name=name)
     if isinstance(schedule, dict):
         try:
             schedule = DepthwiseKnobs(**schedule)
@@ -273,7 +303,8 @@ def _compile(cfg: HwConfig, *, x_shape, kernel, stride, pads, bias, shift, clip,
         schedule = default_depthwise_knobs(cfg, depthwise_shape(cfg, n=n, c=c, h=h, w=w, kh=kh, kw=kw,
                                                                 stride=int(stride), pads=tuple(pads),
                                                                 compute=compute))
-    sched = depthwise_schedule(schedule, bias=bias, channel_shift=channel_shift, pre_shift=pre_shift)
+    sched = depthwise_schedule(schedule, bias=bias, channel_shift=channel_shift, pre_shift=pre_shift,
+                               bias_gemm=bias_gemm)
     return lower(apply(compute, sched), cfg, name), schedule
 
 

@@ -370,15 +370,17 @@ def depthwise_conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: 
             raise CompileError(f"shift has {len(shift)} entries for {w.shape[0]} channels", op=name)
         shift, shift_vector = split_channel_shift(cfg, shift, name)
     shift, clip = requant_args(name, shift, clip)
+    if bias is not None:
+        _check_array("bias", name, bias, np.int32, 1)
+    bias_gemm = bias_fits(cfg, bias)   # the bias added by GEMM where it fits the lanes (lowering/bias.py)
     t0 = time.perf_counter()
     op, used = compile_depthwise(cfg, x_shape=x.shape, kernel=w.shape[2:], stride=stride, pads=pads,
-                                 bias=bias is not None, shift=shift, clip=clip,
-                                 channel_shift=shift_vector is not None, schedule=schedule, name=name)
+                                 bias=bias is not None, shift=shift, clip=clip, channel_shift=shift_vector is not None,
+                                 bias_gemm=bias_gemm, schedule=schedule, name=name)
     t1 = time.perf_counter()
     inputs = {"data": pack_activation(x, cfg.batch, cfg.block_in), "weight": pack_depthwise_weight(w, cfg.block_out)}
     if bias is not None:
-        _check_array("bias", name, bias, np.int32, 1)
-        inputs["bias"] = pack_bias(bias, cfg.batch, cfg.block_out)
+        inputs["bias"] = pack_bias_weight(bias, cfg) if bias_gemm else pack_bias(bias, cfg.batch, cfg.block_out)
     if shift_vector is not None:
         inputs["shift"] = pack_bias(shift_vector, cfg.batch, cfg.block_out)
     out, stats = run_compiled(op, resolve_device(device, cfg), inputs, timeout_s)

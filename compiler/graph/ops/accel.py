@@ -95,15 +95,18 @@ def is_depthwise(g: Graph, n: Node) -> bool:
 
 
 def _depthwise_args(g: Graph, n: Node, cfg: HwConfig) -> tuple[dict, np.ndarray | None]:
-    """compile_depthwise's arguments for a depthwise QConv, and its per-channel shift vector (or None)."""
+    """compile_depthwise's arguments for a depthwise QConv, and its per-channel shift vector (or None); the
+    bias is added by GEMM where it fits the lanes (`lowering.bias_fits`), as in `lower_linear`."""
     a = n.attrs
     shift, shift_vector = a.get("shift"), None
     if isinstance(shift, tuple):
         shift, shift_vector = split_channel_shift(cfg, shift, n.name)
+    bias = g.consts[n.inputs[2]] if len(n.inputs) > 2 and n.inputs[2] else None
     return dict(x_shape=g.tensors[n.inputs[0]].shape, kernel=tuple(a["kernel"]), stride=a["strides"][0],
-                pads=tuple(a["pads"]), bias=len(n.inputs) > 2 and bool(n.inputs[2]), shift=shift,
+                pads=tuple(a["pads"]), bias=bias is not None, shift=shift,
                 clip=tuple(a["clip"]) if "clip" in a else None, channel_shift=shift_vector is not None,
-                pre_shift=a.get("pre_shift", 0) if "multiplier" in a else None, name=n.name), shift_vector
+                pre_shift=a.get("pre_shift", 0) if "multiplier" in a else None, bias_gemm=bias_fits(cfg, bias),
+                name=n.name), shift_vector
 
 
 def place_depthwise(g: Graph, n: Node, cfg: HwConfig) -> str | None:
@@ -128,7 +131,8 @@ def lower_depthwise(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> 
     w = g.consts[n.inputs[1]]
     consts = {"weight": pack_depthwise_weight(w, cfg.block_out)}
     if args["bias"]:
-        consts["bias"] = pack_bias(g.consts[n.inputs[2]], cfg.batch, cfg.block_out)
+        bias = g.consts[n.inputs[2]]
+        consts["bias"] = pack_bias_weight(bias, cfg) if args["bias_gemm"] else pack_bias(bias, cfg.batch, cfg.block_out)
     if shift_vector is not None:
         consts["shift"] = pack_bias(shift_vector, cfg.batch, cfg.block_out)
     if "multiplier" in n.attrs:

@@ -13,6 +13,7 @@ from vtakit.compiler.graph.fixed_point import check_requant, weight_roundtrip, w
 from vtakit.compiler.graph.onnx_frontend import import_onnx
 from vtakit.compiler.graph.quantize import weight_roundtrip as pow2_roundtrip
 from vtakit.errors import CompileError
+from vtakit.isa.opcodes import MemId
 
 RNG = np.random.default_rng(1616)
 SHAPE = (1, 16, 24, 24)
@@ -62,6 +63,8 @@ def test_every_conv_on_pynq_mul_requantizes_with_multipliers_on_the_accelerator(
     on_vta = {t.node for t in compiled.vta_tasks()}
     assert {n.name for n in convs} <= on_vta, compiled.graph.notes.get("host_reasons")
     assert compiled.notes["calibration"]["requant"] == "multiplier"
+    depthwise = next(t for t in compiled.vta_tasks() if t.node == convs[1].name).program.tensors
+    assert convs[1].attrs["group"] == 32 and depthwise["bias"].mem == MemId.WGT    # its bias by GEMM
 
 
 def test_bit_identical_on_host_fsim_and_cycle_model(compiled):

@@ -1,6 +1,6 @@
 """Mobile-network blocks on the accelerator: a stride-2 "same" stem (asymmetric pads, packed on the host),
 5x5 depthwise convolutions (block-diagonal GEMMs, where the cycle model beats the host round trip) with
-per-channel shifts and ReLU6 as a clip, with no host round trip between them; bit-identical on the host int8 reference, fsim and the cycle model."""
+per-channel shifts, the bias added by GEMM and ReLU6 as a clip, with no host round trip between them; bit-identical on the host int8 reference, fsim and the cycle model."""
 
 import numpy as np
 import onnx
@@ -10,6 +10,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import vtakit
 from vtakit.compiler.graph.module import CompiledModule
+from vtakit.compiler.vta.lowering import ONES
+from vtakit.isa.opcodes import MemId
 
 RNG = np.random.default_rng(616)
 SHAPE = (1, 3, 65, 65)
@@ -61,6 +63,9 @@ def test_every_conv_runs_on_the_accelerator_without_round_trips(compiled):
     assert len(depthwise) == 2 and any(isinstance(n.attrs["shift"], tuple) for n in depthwise)
     assert all(n.attrs["clip"][0] == 0 for n in depthwise)              # ReLU6 is the epilogue's clip
     assert convs[0].attrs["pads"] == (0, 0, 1, 1) and depthwise[1].attrs["pads"] == (1, 1, 2, 2)
+    tasks = {t.node: t for t in module.vta_tasks()}
+    biased = tasks[depthwise[0].name].program.tensors          # its bias by GEMM: digit blocks in WGT, `ones`
+    assert len(depthwise[0].inputs) > 2 and biased["bias"].mem == MemId.WGT and ONES in biased
     module.run(RNG.uniform(-1, 1, SHAPE).astype(np.float32), device="sim")
     places = [t.place for t in module.last_run.tasks]
     assert places[1:6] == ["vta"] * 5                                     # the five convs back to back
