@@ -14,7 +14,7 @@ the operator.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from functools import lru_cache
 from itertools import product
 from typing import Any
@@ -23,10 +23,14 @@ import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.vta.codegen import CompiledOp, lower
+from vtakit.compiler.vta.eltwise_ops import add, compile_eltwise, max_pool2d, relu, requantize  # noqa: F401
+from vtakit.compiler.vta.op_checks import (  # noqa: F401 (OpReport, requant_args: part of this module's API)
+    OpReport, check_array, check_vthreads, knobs_of, op_config, op_report, requant_args,
+)
 from vtakit.compiler.vta.lowering import bias_fits, pack_bias_weight
 from vtakit.compiler.vta.dispatch import conv2d_key, lookup as tuned
 from vtakit.compiler.vta.heuristics import (
-    ConvShape, candidates, conv_shape, conv_terms, default_conv_knobs, default_eltwise_knobs,
+    ConvShape, candidates, conv_shape, conv_terms, default_conv_knobs,
 )
 from vtakit.compiler.vta.lowering.pool import (
     after_pool, anchor_tap, halo_rows, pool_schedule_reason, pooled_rows, rows_in_place,
@@ -40,90 +44,11 @@ from vtakit.compiler.vta.runtime import (
 )
 from vtakit.compiler.vta.schedule import Schedule, apply
 from vtakit.compiler.vta.te import (
-    ComputeDef, Padding, PoolWindow, conv2d_def, eltwise_def, maxpool_def, split_channel_shift,
+    ComputeDef, Padding, PoolWindow, conv2d_def, split_channel_shift,
 )
-from vtakit.compiler.vta.templates import ConvKnobs, EltwiseKnobs, conv_schedule, eltwise_schedule
+from vtakit.compiler.vta.templates import ConvKnobs, conv_schedule
 from vtakit.isa.config import HwConfig
 from vtakit.isa.opcodes import AluOp, MemId
-from vtakit.sim.stats import RunStats
-
-
-@dataclass
-class OpReport:
-    name: str
-    macs: int
-    cycles: int | None
-    utilization: float | None
-    gops: float | None
-    bytes_moved: int
-    instructions: int
-    uop_words: int
-    gemm_uops: int
-    alu_uops: int
-    compile_s: float
-    run_s: float
-    schedule: dict = field(default_factory=dict)
-    stats: RunStats | None = None
-    packing: str = "none"      # how the reduction was packed (`packing.py`)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if k != "stats"}
-
-
-def _cfg(config) -> HwConfig:
-    return HwConfig.load(config)
-
-
-def _check_array(name: str, op: str, a: np.ndarray, dtype, ndim: int) -> None:
-    if not isinstance(a, np.ndarray):
-        raise CompileError(f"{name} must be a numpy array, got {type(a).__name__}", op=op)
-    if a.dtype != np.dtype(dtype):
-        raise CompileError(f"{name} must be {np.dtype(dtype).name}, got {a.dtype}", op=op)
-    if a.ndim != ndim:
-        raise CompileError(f"{name} must have {ndim} dimensions, got shape {a.shape}", op=op)
-    if 0 in a.shape:
-        raise CompileError(f"{name} has an empty dimension: shape {a.shape}", op=op)
-
-
-def requant_args(op: str, shift, clip) -> tuple[int | None, tuple[int, int] | None]:
-    if shift is not None and (not isinstance(shift, (int, np.integer)) or not 0 <= shift < 32):
-        raise CompileError(f"shift must be an integer in [0, 32), got {shift!r}", op=op)
-    if clip is not None:
-        if (not isinstance(clip, (tuple, list)) or len(clip) != 2
-                or not all(isinstance(v, (int, np.integer)) for v in clip)):
-            raise CompileError(f"clip must be a pair of integers (lo, hi), got {clip!r}", op=op)
-        lo, hi = clip
-        if not (-128 <= lo <= hi <= 127):
-            raise CompileError(f"clip must satisfy -128 <= lo <= hi <= 127 for int8 output, got {clip}", op=op)
-        clip = (int(lo), int(hi))
-    elif shift is not None:
-        clip = (-128, 127)  # an int8 result must saturate, not wrap
-    return (int(shift) if shift is not None else None), clip
-
-
-def _check_vthreads(op: str, vthreads) -> None:
-    if vthreads is not None and (not isinstance(vthreads, (int, np.integer)) or vthreads < 1):
-        raise CompileError(f"vthreads must be a positive integer, got {vthreads!r}", op=op)
-
-
-def _knobs(schedule, cls):
-    if isinstance(schedule, dict):
-        try:
-            return cls(**schedule)
-        except TypeError as e:
-            raise CompileError(f"bad schedule knobs: {e}") from None
-    return schedule
-
-
-def _report(name: str, op: CompiledOp, stats: RunStats, macs: int, compile_s: float, run_s: float,
-            schedule) -> OpReport:
-    cfg = op.cfg
-    cycles = stats.cycles
-    util = macs / (cycles * cfg.peak_macs_per_cycle) if cycles else None
-    gops = 2 * macs / (cycles / (cfg.clock_mhz * 1e6)) / 1e9 if cycles else None
-    sched = schedule.to_dict() if hasattr(schedule, "to_dict") else {"steps": list(map(list, schedule.steps))}
-    return OpReport(name, macs, cycles, util, gops, stats.bytes_moved, len(op.insns), len(op.uop_table),
-                    stats.gemm_uops, stats.alu_uops, compile_s, run_s, sched, stats)
 
 
 # -------------------------------------------------------------- convolution
@@ -155,7 +80,7 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
     `multiplier` a per-channel `mult` vector after a `pre_shift` (graph/fixed_point.py, ALU MUL)."""
     n, c, h, w = x_shape
     o, _, kh, kw = w_shape
-    _check_vthreads(name, vthreads)
+    check_vthreads(name, vthreads)
     shift, clip = requant_args(name, shift, clip)
     _check_conv_args(name, x_shape, w_shape, stride, padding)
     if residual is not None:
@@ -190,7 +115,7 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
         if schedule is not None and (residual is not None or channel_shift or bias_gemm or multiplier) \
                 and conv_terms(cfg, shape, ConvKnobs(**schedule)) is None:
             schedule = None  # the tuned tiles leave no room for the residual tile or the shift vector
-    schedule = _knobs(schedule, ConvKnobs)
+    schedule = knobs_of(schedule, ConvKnobs)
     if schedule is None:
         schedule = default_conv_knobs(cfg, shape, vthreads)
     sched = conv_schedule(schedule, bias=bias, residual=residual is not None, channel_shift=channel_shift,
@@ -302,11 +227,11 @@ def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, b
     (kernel, stride, pad) max-pools the int8 result on chip before the store (the result is pooled).
     `multiplier` (int32, one per output channel; configs with ALU MUL): the epilogue is
     ((acc + bias) >> pre_shift) * multiplier[c] >> shift[c], then the clip (graph/fixed_point.py)."""
-    cfg = _cfg(config)
-    _check_array("x", name, x, np.int8, 4)
-    _check_array("w", name, w, np.int8, 4)
+    cfg = op_config(config)
+    check_array("x", name, x, np.int8, 4)
+    check_array("w", name, w, np.int8, 4)
     if bias is not None:
-        _check_array("bias", name, bias, np.int32, 1)
+        check_array("bias", name, bias, np.int32, 1)
         if len(bias) != w.shape[0]:
             raise CompileError(f"bias has {len(bias)} entries for {w.shape[0]} output channels", op=name)
     shift_vector = None
@@ -315,7 +240,7 @@ def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, b
             raise CompileError(f"shift has {len(shift)} entries for {w.shape[0]} output channels", op=name)
         shift, shift_vector = split_channel_shift(cfg, shift, name)
     if multiplier is not None:
-        _check_array("multiplier", name, multiplier, np.int32, 1)
+        check_array("multiplier", name, multiplier, np.int32, 1)
         if len(multiplier) != w.shape[0]:
             raise CompileError(f"multiplier has {len(multiplier)} entries for {w.shape[0]} output channels", op=name)
     t0 = time.perf_counter()
@@ -344,7 +269,7 @@ def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, b
     n, c, _, _ = x.shape
     oh, ow = op.compute.out.tensor.shape[2:]   # the convolution's output (before a fused pool)
     macs = n * w.shape[0] * oh * ow * c * w.shape[2] * w.shape[3]
-    report = _report(name, op, stats, macs, t1 - t0, t2 - t1, used)
+    report = op_report(name, op, stats, macs, t1 - t0, t2 - t1, used)
     report.packing = pk.label
     return y, report
 
@@ -357,9 +282,9 @@ def depthwise_conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: 
     `padding` one value or (top, left, bottom, right)."""
     from vtakit.compiler.vta.depthwise import compile_depthwise, pack_depthwise_weight
 
-    cfg = _cfg(config)
-    _check_array("x", name, x, np.int8, 4)
-    _check_array("w", name, w, np.int8, 4)
+    cfg = op_config(config)
+    check_array("x", name, x, np.int8, 4)
+    check_array("w", name, w, np.int8, 4)
     if w.shape[:2] != (x.shape[1], 1):
         raise CompileError(f"depthwise weights must be ({x.shape[1]}, 1, KH, KW) for {x.shape[1]} channels, "
                            f"got {w.shape}", op=name)
@@ -371,7 +296,7 @@ def depthwise_conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: 
         shift, shift_vector = split_channel_shift(cfg, shift, name)
     shift, clip = requant_args(name, shift, clip)
     if bias is not None:
-        _check_array("bias", name, bias, np.int32, 1)
+        check_array("bias", name, bias, np.int32, 1)
     bias_gemm = bias_fits(cfg, bias)   # the bias added by GEMM where it fits the lanes (lowering/bias.py)
     t0 = time.perf_counter()
     op, used = compile_depthwise(cfg, x_shape=x.shape, kernel=w.shape[2:], stride=stride, pads=pads,
@@ -387,7 +312,7 @@ def depthwise_conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: 
     t2 = time.perf_counter()
     y = unpack_activation(out, x.shape[0], x.shape[1])
     macs = int(np.prod(y.shape)) * w.shape[2] * w.shape[3]
-    return y, _report(name, op, stats, macs, t1 - t0, t2 - t1, used)
+    return y, op_report(name, op, stats, macs, t1 - t0, t2 - t1, used)
 
 
 def dense(x: np.ndarray, w: np.ndarray, *, bias: np.ndarray | None = None, shift: int | np.ndarray | None = None,
@@ -395,8 +320,8 @@ def dense(x: np.ndarray, w: np.ndarray, *, bias: np.ndarray | None = None, shift
           vthreads: int | None = None, timeout_s: float | None = None,
           name: str = "dense") -> tuple[np.ndarray, OpReport]:
     """y = x @ w.T (+ bias), x int8 (N, C), w int8 (O, C): a 1x1 convolution on a 1x1 image."""
-    _check_array("x", name, x, np.int8, 2)
-    _check_array("w", name, w, np.int8, 2)
+    check_array("x", name, x, np.int8, 2)
+    check_array("w", name, w, np.int8, 2)
     if x.shape[1] != w.shape[1]:
         raise CompileError(f"x has {x.shape[1]} features, w expects {w.shape[1]}", op=name)
     y, report = conv2d(x[:, :, None, None], w[:, :, None, None], bias=bias, shift=shift, clip=clip,
@@ -406,97 +331,3 @@ def dense(x: np.ndarray, w: np.ndarray, *, bias: np.ndarray | None = None, shift
 
 
 matmul = dense
-
-
-# -------------------------------------------------------- elementwise, pool
-def compile_eltwise(cfg: HwConfig, kind: str, *, shape: tuple[int, int, int, int], inputs: tuple[str, ...],
-                    shift=None, clip=None, multiplier=None, window=None, schedule=None, vthreads=None,
-                    name: str | None = None) -> tuple[CompiledOp, Any]:
-    """Compile an elementwise op or max pooling (`window` = (kernel, stride, pad)) on NCHW `shape`."""
-    name = name or kind
-    _check_vthreads(name, vthreads)
-    n, c, h, w = shape
-    if window is None:
-        compute = eltwise_def(cfg, kind, n=n, c=c, h=h, w=w, shift=shift, clip=clip, multiplier=multiplier,
-                              name=name)
-        oh, ow = h, w
-    else:
-        k, st, pad = window
-        compute = maxpool_def(cfg, n=n, c=c, h=h, w=w, kernel=k, stride=st, pad=pad, name=name)
-        oh, ow = compute.out.tensor.shape[2:]
-    knobs = _knobs(schedule, EltwiseKnobs)
-    if knobs is None:
-        nb, cb = compute.out.tensor.shape[:2]
-        knobs = default_eltwise_knobs(cfg, nb=nb, cb=cb, h=oh, w=ow, tensors=len(inputs) + 1,
-                                      window=window, vthreads=vthreads)
-    sched = eltwise_schedule(knobs, inputs=inputs if window is None else ("data",),
-                             pool=window is not None) if isinstance(knobs, EltwiseKnobs) else knobs
-    return lower(apply(compute, sched), cfg, name), knobs
-
-
-def _eltwise(kind: str, tensors: dict[str, np.ndarray], *, shift=None, clip=None, multiplier=None, config=None,
-             device="sim", schedule=None, vthreads=None, timeout_s=None, window=None,
-             name=None) -> tuple[np.ndarray, OpReport]:
-    name = name or kind
-    cfg = _cfg(config)
-    first = next(iter(tensors.values()))
-    n, c = first.shape[:2]
-    t0 = time.perf_counter()
-    op, knobs = compile_eltwise(cfg, kind, shape=first.shape, inputs=tuple(tensors), shift=shift, clip=clip,
-                                multiplier=multiplier, window=window, schedule=schedule, vthreads=vthreads,
-                                name=name)
-    t1 = time.perf_counter()
-    packed = {k: pack_activation(v, cfg.batch, cfg.block_out) for k, v in tensors.items()}
-    if window is not None:
-        packed = {"data": next(iter(packed.values()))}
-    out, stats = run_compiled(op, resolve_device(device, cfg), packed, timeout_s)
-    t2 = time.perf_counter()
-    y = unpack_activation(out, n, c)
-    return y, _report(name, op, stats, 0, t1 - t0, t2 - t1, knobs)
-
-
-def add(a: np.ndarray, b: np.ndarray, *, shift: int | None = None, clip: tuple[int, int] | None = None,
-        config=None, device="sim", schedule=None, vthreads=None, timeout_s=None,
-        name: str = "add") -> tuple[np.ndarray, OpReport]:
-    """Residual add of two int8 NCHW tensors, saturated to int8 (optionally >> shift first)."""
-    _check_array("a", name, a, np.int8, 4)
-    _check_array("b", name, b, np.int8, 4)
-    if a.shape != b.shape:
-        raise CompileError(f"shapes differ: {a.shape} and {b.shape}", op=name)
-    shift, clip = requant_args(name, shift, clip if clip is not None else (-128, 127))
-    return _eltwise("add", {"a": a, "b": b}, shift=shift, clip=clip, config=config, device=device,
-                    schedule=schedule, vthreads=vthreads, timeout_s=timeout_s, name=name)
-
-
-def relu(x: np.ndarray, *, config=None, device="sim", schedule=None, vthreads=None, timeout_s=None,
-         name: str = "relu") -> tuple[np.ndarray, OpReport]:
-    _check_array("x", name, x, np.int8, 4)
-    return _eltwise("relu", {"a": x}, config=config, device=device, schedule=schedule, vthreads=vthreads,
-                    timeout_s=timeout_s, name=name)
-
-
-def requantize(x: np.ndarray, *, shift: int, clip: tuple[int, int] = (-128, 127), multiplier: int | None = None,
-               config=None, device="sim", schedule=None, vthreads=None, timeout_s=None,
-               name: str = "requantize") -> tuple[np.ndarray, OpReport]:
-    """int32 NCHW -> int8: ((x * multiplier) >> shift) clipped; the multiplier (16-bit, wrapping
-    int32 product) needs a configuration whose ALU has MUL."""
-    _check_array("x", name, x, np.int32, 4)
-    shift, clip = requant_args(name, shift, clip)
-    return _eltwise("requantize", {"a": x}, shift=shift, clip=clip, multiplier=multiplier, config=config,
-                    device=device,
-                    schedule=schedule, vthreads=vthreads, timeout_s=timeout_s, name=name)
-
-
-def max_pool2d(x: np.ndarray, *, kernel: int, stride: int | None = None, padding: int = 0, config=None,
-               device="sim", schedule=None, vthreads=None, timeout_s=None,
-               name: str = "max_pool2d") -> tuple[np.ndarray, OpReport]:
-    """Max pooling of int8 NCHW with ALU MAX; padding never wins."""
-    _check_array("x", name, x, np.int8, 4)
-    stride = kernel if stride is None else stride
-    for what, v, low in (("kernel", kernel, 1), ("stride", stride, 1), ("padding", padding, 0)):
-        if not isinstance(v, (int, np.integer)) or v < low:
-            raise CompileError(f"{what} must be an integer >= {low}, got {v!r}", op=name)
-    if padding >= kernel:
-        raise CompileError(f"padding {padding} must be smaller than the window {kernel}", op=name)
-    return _eltwise("max_pool2d", {"data": x}, config=config, device=device, schedule=schedule,
-                    vthreads=vthreads, timeout_s=timeout_s, window=(kernel, stride, padding), name=name)
