@@ -287,6 +287,7 @@ def compile_depthwise(cfg: HwConfig, *, x_shape, kernel: tuple[int, int], stride
     (`simulated_cycles`), and lowering then takes the same program.  `bias_gemm`: the `bias` input is WGT
     digit blocks (`lowering.pack_bias_weight`, where `lowering.bias_fits`), else an int32 acc vector."""
     bias_gemm = bias and bias_gemm
+    _check_geometry(stride, pads, name)
     if schedule is None:
         return _compile_default(cfg, tuple(x_shape), tuple(kernel), stride, tuple(pads), bias, shift, clip,
                                 channel_shift, pre_shift, bias_gemm, name)[:2]
@@ -323,12 +324,16 @@ def _compile_default(cfg: HwConfig, x_shape, kernel, stride, pads, bias, shift, 
     return best[1], best[2], best[0]
 
 
-def _compile(cfg: HwConfig, *, x_shape, kernel, stride, pads, bias, shift, clip, channel_shift, schedule,
-             name, pre_shift=None, bias_gemm=False) -> tuple[CompiledOp, DepthwiseKnobs]:
-    n, c, h, w = x_shape
-    kh, kw = kernel
+def _check_geometry(stride, pads, name: str) -> None:
     if not isinstance(stride, (int, np.integer)) or stride < 1 or len(pads) != 4 or min(pads) < 0:
         raise CompileError(f"stride must be >= 1 and pads four values >= 0, got {stride}, {pads}", op=name)
+
+
+def _compile(cfg: HwConfig, *, x_shape, kernel, stride, pads, bias, shift, clip, channel_shift, schedule,
+             name, pre_shift=None, bias_gemm=False) -> tuple[CompiledOp, DepthwiseKnobs]:
+    """The program for explicit knobs (a DepthwiseKnobs or its dict)."""
+    n, c, h, w = x_shape
+    kh, kw = kernel
     compute = depthwise_def(cfg, n=n, c=c, h=h, w=w, kh=kh, kw=kw, stride=int(stride), pads=tuple(pads),
                             bias=bias, shift=shift, clip=clip, channel_shift=channel_shift, pre_shift=pre_shift,
                             bias_gemm=bias_gemm, name=name)
@@ -337,10 +342,6 @@ def _compile(cfg: HwConfig, *, x_shape, kernel, stride, pads, bias, shift, clip,
             schedule = DepthwiseKnobs(**schedule)
         except TypeError as e:
             raise CompileError(f"bad depthwise schedule knobs: {e}", op=name) from None
-    if schedule is None:
-        schedule = default_depthwise_knobs(cfg, depthwise_shape(cfg, n=n, c=c, h=h, w=w, kh=kh, kw=kw,
-                                                                stride=int(stride), pads=tuple(pads),
-                                                                compute=compute))
     sched = depthwise_schedule(schedule, bias=bias, channel_shift=channel_shift, pre_shift=pre_shift,
                                bias_gemm=bias_gemm)
     return lower(apply(compute, sched), cfg, name), schedule

@@ -139,6 +139,15 @@ def test_bias_by_gemm_is_bit_exact(cfg, c, size, k, stride, pads):
     assert np.array_equal(y, want) and ONES not in op.tensors and op.tensors["bias"].mem == MemId.ACC
 
 
+@pytest.mark.parametrize("schedule", [None, DepthwiseKnobs(1, 4, 8)])
+@pytest.mark.parametrize("stride, pads", [(0, (1, 1, 1, 1)), (1, (1, 1, 1)), (1.5, (1,) * 4), (1, (1, -1, 1, 1))])
+def test_a_bad_stride_or_pads_is_one_error_naming_the_op(stride, pads, schedule):
+    with pytest.raises(CompileError, match="stride must be >= 1 and pads four values >= 0") as e:
+        compile_depthwise(PYNQ, x_shape=(1, 16, 8, 8), kernel=(3, 3), stride=stride, pads=pads, schedule=schedule,
+                          name="dw7")
+    assert "dw7" in str(e.value) and "\n" not in str(e.value)
+
+
 def test_a_tiling_the_placement_hinges_on_is_refined_on_the_cycle_model():
     """MobileNet's 1x512x14x14 layers: the cost model's first tiling runs 1 % slower than the host round trip;
     the default tries the next estimates on the cycle model (REFINE_BAND) and takes a faster one, which
