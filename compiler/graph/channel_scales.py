@@ -119,17 +119,22 @@ def requantize_channels(acc: np.ndarray, shifts: int | tuple[int, ...], clip: tu
     return np.clip(x >> s, lo, hi).astype(np.int8)
 
 
-def run_requantized(acc, attrs: dict, kernels):
-    """`requantize_channels` with a QConv/QDense's attributes for either host backend: a GPU
-    accumulator is read back and the result returned to the GPU (`kernels.host` / `kernels.device`)."""
-    args = (attrs["shift"], tuple(attrs["clip"]), attrs.get("multiplier"), attrs.get("pre_shift", 0))
+def on_host(kernels, fn, args: list, shape: tuple[int, ...], dtype) -> object:
+    """fn on numpy arrays for either host backend: GPU arrays are read back and the result returned to the
+    GPU (`kernels.host` / `kernels.device`); at GPU compile time (no data, nothing launched) a placeholder."""
     if kernels is not cpu and hasattr(kernels, "host"):
         from vtakit.compiler.cuda.record import Recorder
 
-        if isinstance(kernels.backend, Recorder):  # compile time: no data, and the epilogue launches nothing
-            return kernels.backend.empty(acc.shape, np.int8)
-        return kernels.device(np.ascontiguousarray(requantize_channels(kernels.host(acc), *args)))
-    return requantize_channels(acc, *args)
+        if isinstance(kernels.backend, Recorder):
+            return kernels.backend.empty(shape, dtype)
+        return kernels.device(np.ascontiguousarray(fn(*[kernels.host(a) for a in args])))
+    return fn(*args)
+
+
+def run_requantized(acc, attrs: dict, kernels):
+    """`requantize_channels` with a QConv/QDense's attributes for either host backend (`on_host`)."""
+    args = (attrs["shift"], tuple(attrs["clip"]), attrs.get("multiplier"), attrs.get("pre_shift", 0))
+    return on_host(kernels, lambda a: requantize_channels(a, *args), [acc], tuple(acc.shape), np.int8)
 
 
 def host_epilogue(attrs: dict) -> bool:

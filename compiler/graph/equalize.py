@@ -39,7 +39,8 @@ def check_mode(mode: str) -> str:
     return mode
 
 
-def _weighted(g: Graph, n: Node) -> bool:
+def has_const_weights(g: Graph, n: Node) -> bool:
+    """A conv/dense with constant weights: the layers a per-channel or per-tensor factor can move through."""
     return n.op in ("Conv", "Dense") and len(n.inputs) > 1 and g.is_const(n.inputs[1])
 
 
@@ -61,12 +62,12 @@ def equalizable_pairs(g: Graph, clip_as_relu: bool = False) -> list[tuple[Node, 
     users = g.consumers()
     pairs = []
     for n in g.nodes:
-        if not _weighted(g, n) or n.outputs[0] in g.outputs or not _commutes(n, clip_as_relu):
+        if not has_const_weights(g, n) or n.outputs[0] in g.outputs or not _commutes(n, clip_as_relu):
             continue
         if n.attrs.get("group", 1) > 1 and not _depthwise(g, n):
             continue
         readers = users.get(n.outputs[0], [])
-        if len(readers) != 1 or not _weighted(g, readers[0]) or readers[0].inputs[0] != n.outputs[0]:
+        if len(readers) != 1 or not has_const_weights(g, readers[0]) or readers[0].inputs[0] != n.outputs[0]:
             continue
         m = readers[0]
         if m.op != n.op or (m.attrs.get("group", 1) > 1 and not _depthwise(g, m)):
@@ -121,7 +122,7 @@ def equalize(graph: Graph, clip_as_relu: bool = False, rounds: int = EQUALIZE_RO
 
 def input_means(graph: Graph, samples: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     """Per-channel mean of each conv/dense node's data input over the samples (axis 1 is channels)."""
-    want = {n.inputs[0] for n in graph.nodes if _weighted(graph, n)}
+    want = {n.inputs[0] for n in graph.nodes if has_const_weights(graph, n)}
     sums: dict[str, np.ndarray] = {}
 
     def observe(name: str, value: np.ndarray) -> None:
@@ -142,7 +143,7 @@ def correct_bias(graph: Graph, samples: list[dict[str, np.ndarray]],
     g = graph.copy()
     means = input_means(g, samples)
     for n in g.nodes:
-        if not _weighted(g, n) or n.inputs[0] not in means:
+        if not has_const_weights(g, n) or n.inputs[0] not in means:
             continue
         w = g.consts[n.inputs[1]].astype(np.float64)
         dw = quantized_weight(g.consts[n.inputs[1]]).astype(np.float64) - w

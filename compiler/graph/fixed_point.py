@@ -84,9 +84,10 @@ def weight_scales(w: np.ndarray) -> np.ndarray:
     return best
 
 
-def weight_roundtrip(w: np.ndarray) -> np.ndarray:
-    """The float value of `w` after per-channel float-scale int8 quantization (bias correction's view)."""
-    s = weight_scales(w).reshape((-1,) + (1,) * (w.ndim - 1))
+def weight_roundtrip(w: np.ndarray, scales: np.ndarray | None = None) -> np.ndarray:
+    """The float value of `w` after per-channel float-scale int8 quantization (bias correction's view), at
+    `weight_scales(w)` or the given per-channel `scales` (a QDQ model's own)."""
+    s = (weight_scales(w) if scales is None else np.asarray(scales, np.float64)).reshape((-1,) + (1,) * (w.ndim - 1))
     return np.clip(np.rint(w.astype(np.float64) / s), -127, 127) * s
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from vtakit.errors import CompileError
+from vtakit.compiler.graph import fixed_point
 from vtakit.compiler.graph.ir import Graph
 
 NOTE_KEY = "qdq_weights"  # Graph.notes: weight tensor -> how the import dequantized it
@@ -179,8 +180,7 @@ def weight_roundtrip(scales: QdqScales, fallback, float_scales: bool = False):
             return fallback(w)
         s = scales.float_weight_scales(w) if float_scales else None
         if s is not None:
-            s = s.reshape((-1,) + (1,) * (w.ndim - 1))
-            return np.clip(np.rint(w.astype(np.float64) / s), -127, 127) * s
+            return fixed_point.weight_roundtrip(w, s)
         e = e.reshape((-1,) + (1,) * (w.ndim - 1)).astype(np.float64)
         return np.clip(np.rint(w.astype(np.float64) * 2.0 ** e), -127, 127) * 2.0 ** -e
 

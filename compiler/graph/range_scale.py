@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from vtakit.errors import CompileError
-from vtakit.compiler.graph.equalize import _weighted
+from vtakit.compiler.graph.equalize import has_const_weights
 from vtakit.compiler.graph.execute import run_graph
 from vtakit.compiler.graph.ir import Graph
 from vtakit.compiler.graph.quantize import SAME_SCALE_OPS, _Groups, exponent_groups, ideal_exponent, precision_plan
@@ -89,8 +89,8 @@ def _scalable(g: Graph, groups: _Groups) -> dict[str, bool]:
         root = groups.find(t)
         p = producers.get(t)
         good = t not in g.inputs and t not in g.outputs and p is not None \
-            and (_weighted(g, p) or p.op in LINEAR_OPS) \
-            and all(r.op in LINEAR_OPS or (_weighted(g, r) and r.inputs[0] == t and t not in r.inputs[1:])
+            and (has_const_weights(g, p) or p.op in LINEAR_OPS) \
+            and all(r.op in LINEAR_OPS or (has_const_weights(g, r) and r.inputs[0] == t and t not in r.inputs[1:])
                     for r in readers.get(t, []))
         if p is not None and p.op in ("Add", "Concat") and any(i and g.is_const(i) for i in p.inputs):
             good = False  # a constant operand would need the factor too
@@ -175,7 +175,7 @@ def _per_channel_only(g: Graph, groups: _Groups, scalable: dict[str, bool], one_
     channel's scaled maximum afresh, so their layers lose nothing on average."""
     scalable = dict(scalable)
     for n in g.nodes:
-        if not _weighted(g, n):
+        if not has_const_weights(g, n):
             continue
         per_channel = n.name in plan.int8 and n.name not in plan.wide and not one_shift(g.consts[n.inputs[1]])
         if not per_channel:
@@ -197,7 +197,7 @@ def _apply(g: Graph, factor) -> None:
     names on every graph it is applied to: compile_module's corrected and uncorrected graphs pair nodes by them)."""
     for n in g.nodes:
         f_out = factor(n.outputs[0])
-        if _weighted(g, n):
+        if has_const_weights(g, n):
             f_in = factor(n.inputs[0])
             if f_out == 1.0 and f_in == 1.0:
                 continue

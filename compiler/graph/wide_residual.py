@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vtakit.compiler.graph.channel_scales import channel_attr
+from vtakit.compiler.graph.channel_scales import channel_attr, on_host
 from vtakit.compiler.graph.ir import Graph, Node
 from vtakit.compiler.vta.te import IDENTITY_BITS, move_reason
 from vtakit.errors import CompileError
@@ -158,20 +158,6 @@ def add_wide(a: np.ndarray, b: np.ndarray, left: tuple[int, int], shift: int, cl
     """clip(((a << left[0]) + (b << left[1])) >> shift) as int8: the wide QAdd (a or b int32)."""
     x = (np.asarray(a).astype(np.int64) << left[0]) + (np.asarray(b).astype(np.int64) << left[1])
     return np.clip(x >> shift, clip[0], clip[1]).astype(np.int8)
-
-
-def on_host(kernels, fn, args: list, shape: tuple[int, ...], dtype) -> object:
-    """fn on numpy arrays for either host backend: GPU arrays are read back and the result returned to the
-    GPU (`kernels.host` / `kernels.device`); at GPU compile time a placeholder."""
-    from vtakit.compiler import cpu
-
-    if kernels is not cpu and hasattr(kernels, "host"):
-        from vtakit.compiler.cuda.record import Recorder
-
-        if isinstance(kernels.backend, Recorder):
-            return kernels.backend.empty(shape, dtype)
-        return kernels.device(np.ascontiguousarray(fn(*[kernels.host(a) for a in args])))
-    return fn(*args)
 
 
 def run_wide_conv(node: Node, acc, kernels, residual=None) -> object:
