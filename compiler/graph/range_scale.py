@@ -15,8 +15,12 @@ Which tensors share a factor (`factor_groups`): the inputs and output of an op t
 positive factor (the precision-neutral ops, `quantize.SAME_SCALE_OPS`: ReLU, max pooling, layout ops,
 Concat, Pad and Clip with their constants scaled; Add, whose inputs and output then carry one factor;
 average pooling).  A group is scalable only where every tensor is made by a conv/dense or such an op
-and read only by such ops or as a conv/dense's data input, and none is a graph input or output (the
-user's values) or a constant.  A group spans one or more exponent groups (`quantize.exponent_groups`;
+(or is a float graph input) and read only by such ops or as a conv/dense's data input, and none is a
+graph output (the user's values) or a constant.  A scaled graph input is multiplied by its factor on the
+host, a float Mul before the Quantize the host runs anyway (`_scale_inputs`): a photo normalized to
+[-1, 1] or mean-subtracted to [-123, 151] otherwise lands on half the int8 levels, a bit of the
+picture lost before the first layer (EfficientNet-Lite0's logits cosine 0.991 -> 0.995 in a
+fake-quantized emulation).  A group spans one or more exponent groups (`quantize.exponent_groups`;
 a residual stream's adds chain them): its factor is the one, among each exponent group's ideal, with
 the least summed relative rounding error over them (`best_factor`).  With power-of-two weights, groups a
 layer with one weight exponent for all channels writes or reads stay unscaled (`_per_channel_only`), and
@@ -33,7 +37,7 @@ import numpy as np
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.equalize import has_const_weights
 from vtakit.compiler.graph.execute import run_graph
-from vtakit.compiler.graph.ir import Graph
+from vtakit.compiler.graph.ir import Graph, Node
 from vtakit.compiler.graph.quantize import SAME_SCALE_OPS, _Groups, exponent_groups, ideal_exponent, precision_plan
 
 LINEAR_OPS = frozenset(SAME_SCALE_OPS) | {"Add", "AveragePool", "GlobalAveragePool"}
@@ -88,8 +92,9 @@ def _scalable(g: Graph, groups: _Groups) -> dict[str, bool]:
     for t in tensors:
         root = groups.find(t)
         p = producers.get(t)
-        good = t not in g.inputs and t not in g.outputs and p is not None \
-            and (has_const_weights(g, p) or p.op in LINEAR_OPS) \
+        made_here = p is not None and (has_const_weights(g, p) or p.op in LINEAR_OPS)
+        user_input = t in g.inputs and g.tensors[t].dtype == "float32"  # scaled by a Mul on the host (_apply)
+        good = t not in g.outputs and (made_here or user_input) \
             and all(r.op in LINEAR_OPS or (has_const_weights(g, r) and r.inputs[0] == t and t not in r.inputs[1:])
                     for r in readers.get(t, []))
         if p is not None and p.op in ("Add", "Concat") and any(i and g.is_const(i) for i in p.inputs):
@@ -195,6 +200,7 @@ def apply_factors(graph: Graph, factors: dict[str, float]) -> Graph:
 def _apply(g: Graph, factor) -> None:
     """Rewrite `g` in place so that every tensor t holds factor(t) times its old value (the same constant
     names on every graph it is applied to: compile_module's corrected and uncorrected graphs pair nodes by them)."""
+    factor = _scale_inputs(g, factor)
     for n in g.nodes:
         f_out = factor(n.outputs[0])
         if has_const_weights(g, n):
@@ -217,6 +223,24 @@ def _apply(g: Graph, factor) -> None:
             n.attrs["value"] = float(n.attrs["value"]) * f_out
     g.prune()
     g.validate()
+
+
+def _scale_inputs(g: Graph, factor):
+    """A scaled graph input keeps the user's values: a float Mul by its factor (run on the host, where the
+    input is quantized anyway) writes the scaled tensor its readers now take.  Returns `factor` for the
+    rewritten graph (the Mul's output carries the input's factor, the input itself none)."""
+    moved: dict[str, float] = {}
+    for t in g.inputs:
+        f = float(np.float32(factor(t)))  # the Mul multiplies by this float32 value; readers divide by it
+        if f == 1.0:
+            continue
+        scaled = g.fresh_name(f"{t}.range_scaled")
+        g.replace_uses(t, scaled)
+        g.tensors[scaled] = g.tensors[t]
+        alpha = g.add_const(f"{t}.range_factor", np.array(f, np.float32))
+        g.nodes.insert(0, Node("Mul", g.fresh_name(f"{t}.range_scale"), [t, alpha], [scaled]))
+        moved[t], moved[scaled] = 1.0, f
+    return (lambda t: moved[t] if t in moved else factor(t)) if moved else factor
 
 
 def scale_and_correct(uncorrected: Graph, corrected: Graph, samples: list[dict[str, np.ndarray]],

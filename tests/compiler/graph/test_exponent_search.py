@@ -41,7 +41,7 @@ def test_search_lowers_the_output_error_below_max_calibration(small):
     before, after = _error(g, q_max, samples), _error(g, q_search, samples)
     s = notes["search"]
     assert s["error_before"] == pytest.approx(before) and s["error_after"] == pytest.approx(after)
-    assert after < 0.5 * before  # this model: 0.0088 -> 0.0016
+    assert after < 0.8 * before  # this model: 0.0040 -> 0.0028 since its input is range-scaled (max gained most)
     assert s["moved"] and all(1 <= abs(v) <= 3 for v in s["moved"].values())
     assert s["evaluations"] >= s["groups"]
 

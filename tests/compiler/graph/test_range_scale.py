@@ -71,10 +71,10 @@ def test_float_function_kept(scaled):
 def test_only_groups_whose_readers_and_writers_absorb_the_factor(scaled):
     g, _, factors, summary = scaled
     producers = g.producers()
-    scaled_ops = {producers[t].op for t in factors}
+    scaled_ops = {producers[t].op for t in factors if t in producers}
     assert "Conv" in scaled_ops
-    # the graph's input and outputs, and b (a Sigmoid reads it: no weights to divide) keep their values
-    for t in ["x", *g.outputs]:
+    # the graph's outputs, and b (a Sigmoid reads it: no weights to divide) keep their values
+    for t in g.outputs:
         assert t not in factors
     sigmoid = next(n for n in g.nodes if n.op == "Sigmoid")
     assert sigmoid.inputs[0] not in factors
@@ -91,8 +91,37 @@ def test_scaled_tensors_fill_the_int8_range(scaled):
     fill = after["f"] * 2.0 ** ideal_exponent(after["f"]) / 127
     assert MARGIN - 1e-4 <= fill <= 1.0
     for t, f in factors.items():
-        if t in before:
+        if t in before and t not in g.inputs:  # an input keeps the user's values (a Mul scales it)
             assert after[t] == pytest.approx(before[t] * f, rel=1e-4)
+
+
+def test_a_graph_input_is_scaled_by_a_host_mul(scaled):
+    """x (read only as the first conv's data) is scaled: the graph keeps its input and a float Mul by the
+    float32 factor writes what the conv reads; the conv's weights are divided by that same value (and
+    multiplied by its output's factor)."""
+    g, h, factors, _ = scaled
+    assert "x" in factors and h.inputs == ["x"]
+    mul = h.nodes[0]
+    assert mul.op == "Mul" and mul.inputs[0] == "x"
+    alpha = float(h.consts[mul.inputs[1]])
+    assert alpha == pytest.approx(factors["x"], rel=1e-7) and h.consts[mul.inputs[1]].dtype == np.float32
+    conv = next(n for n in h.nodes if n.op == "Conv")
+    assert conv.inputs[0] == mul.outputs[0]
+    np.testing.assert_allclose(h.consts[conv.inputs[1]] * alpha / factors.get(conv.outputs[0], 1.0),
+                               g.consts[next(n for n in g.nodes if n.op == "Conv").inputs[1]], rtol=1e-6)
+    amax = observe_amax(g, _samples())["x"]
+    assert alpha * amax * 2.0 ** ideal_exponent(amax * alpha) / 127 >= MARGIN - 1e-4
+
+
+def test_a_graph_input_a_float_op_also_reads_keeps_its_values():
+    """An input that a Sigmoid (or any op without weights to divide) reads as well is left alone."""
+    model = _model()
+    model.graph.node.append(helper.make_node("Sigmoid", ["x"], ["xs"]))
+    model.graph.output.append(helper.make_tensor_value_info("xs", TensorProto.FLOAT, [1, 3, 16, 16]))
+    g = optimize(import_onnx(model))
+    factors, _ = plan_factors(g, observe_amax(g, _samples()))
+    assert factors and "x" not in factors
+    assert not any(n.op == "Mul" for n in apply_factors(g, factors).nodes)
 
 
 def test_a_node_kept_float_takes_the_scaled_uncorrected_bias():
