@@ -135,6 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     m = real.agreement(ref, got)
     print(f"{len(xs)} photos ({args.model}) on {where} in {time.perf_counter() - t0:.1f} s: top-1 agreement "
           f"{m.top1:.1%}, top-5 overlap {m.top5:.1%}, mean logits cosine {m.cosine:.4f} (worst {m.worst:.4f})")
+    missed = np.flatnonzero(ref.argmax(1) != got.argmax(1))
+    if missed.size:  # how close float itself was to calling another class there
+        top2 = np.sort(ref[missed], axis=1)[:, -2:]
+        print(f"top-1 disagreements: {missed.size}; float's top-1 minus top-2 logit there: "
+              + ", ".join(f"{tests[i][0]} {d:.3f}" for i, d in zip(missed, top2[:, 1] - top2[:, 0]))
+              + f" (median over all views {np.median(np.diff(np.sort(ref, axis=1)[:, -2:], axis=1)):.3f})")
     if ref.shape[1] == 2:
         odds_ref, odds_got = ref[:, 1] - ref[:, 0], got[:, 1] - got[:, 0]
         print(f"two classes: log-odds float {odds_ref.min():.2f} .. {odds_ref.max():.2f}, int8 error max "

@@ -15,9 +15,9 @@ from vtakit.compiler.zoo import open_nsfw
 from vtakit.errors import ZooError
 
 # Floors under what benchmarks/real_accuracy.py --model open_nsfw --features measures with the defaults (pynq,
-# max calibration): top-1 100 %, mean logits cosine 0.9990, log-odds error max 1.14 / mean 0.47, pooled
-# features cosine 0.970 (README).  The issue asks logits cosine >= 0.99.
-COSINE_FLOOR, LOG_ODDS_MAX, LOG_ODDS_MEAN, FEATURES_FLOOR = 0.998, 1.5, 0.6, 0.96
+# max calibration, the input range-scaled): top-1 100 %, mean logits cosine 0.9993, log-odds error max 1.16 /
+# mean 0.43, pooled features cosine 0.978 (README).  The issue asks logits cosine >= 0.99.
+COSINE_FLOOR, LOG_ODDS_MAX, LOG_ODDS_MEAN, FEATURES_FLOOR = 0.998, 1.5, 0.55, 0.97
 
 
 @pytest.fixture(scope="module")

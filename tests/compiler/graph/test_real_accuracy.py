@@ -12,7 +12,8 @@ from tests.support import photos, real_models
 
 pytestmark = pytest.mark.slow
 
-TOP1_FLOOR, COSINE_FLOOR = 0.79, 0.96  # measured with the defaults: 0.833, 0.974 (README, "Real pretrained networks")
+TOP1_FLOOR, TOP5_FLOOR, COSINE_FLOOR = 0.875, 0.875, 0.985
+"""Under the defaults' figures on `pynq`: 0.917, 0.908, 0.9904 (README, "Range scaling")."""
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +42,7 @@ def test_int8_on_the_accelerator_follows_float_on_photos(lite0):
     assert np.array_equal(on_sim, got[0])  # the host reference and the cycle model agree bit for bit
     assert module.report().accelerator_cycles > 0
     m = real_models.agreement(real_models.float_logits(lite0, xs), got)
-    assert m.top1 >= TOP1_FLOOR and m.cosine >= COSINE_FLOOR, m
+    assert m.top1 >= TOP1_FLOOR and m.top5 >= TOP5_FLOOR and m.cosine >= COSINE_FLOOR, m
 
 
 def test_keep_float_until_meets_the_issue_targets_for_top1_and_cosine(lite0):
