@@ -34,6 +34,7 @@ import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.graph import fixed_point
+from vtakit.compiler.graph.channel_scales import CHANNEL_SPREAD
 from vtakit.compiler.graph.ir import Graph
 
 NOTE_KEY = "qdq_weights"  # Graph.notes: weight tensor -> how the import dequantized it
@@ -101,10 +102,23 @@ def _weight_key(w: np.ndarray) -> tuple:
     return a.shape, hash(a.tobytes())
 
 
-def _in_range(e: int) -> bool:
-    from vtakit.compiler.graph.quantize import EXP_RANGE
+def _exp_range() -> tuple[int, int]:
+    from vtakit.compiler.graph.quantize import EXP_RANGE  # quantize imports this module
 
-    return EXP_RANGE[0] <= e <= EXP_RANGE[1]
+    return EXP_RANGE
+
+
+def _in_range(e: int) -> bool:
+    lo, hi = _exp_range()
+    return lo <= e <= hi
+
+
+def _within_spread(e: np.ndarray) -> tuple[np.ndarray, int]:
+    """Per-channel weight exponents no finer than the coarsest + CHANNEL_SPREAD (one vector SHR's reach)
+    nor than the exponent range allows, as `channel_scales.channel_weight_exps` limits the compiler's own;
+    and how many channels that coarsened."""
+    finest = min(int(e.min()) + CHANNEL_SPREAD, _exp_range()[1])
+    return np.minimum(e, finest), int(np.sum(e > finest))
 
 
 def read_scales(graph: Graph) -> QdqScales:
@@ -145,16 +159,22 @@ def _read_weight(out: QdqScales, name: str, w: np.ndarray, rec: dict) -> None:
                          "(symmetric int8 weights needed): the compiler chooses its exponents")
         return
     exps = [scale_exponent(float(s), rec["node"], "DequantizeLinear") for s in rec["scale"]]
-    if not all(_in_range(e.exp) for e in exps):
+    e = np.array([x.exp for x in exps], np.int64)
+    if not _in_range(int(e.min())):
         out.notes.append(f"{rec['node']} has a scale out of range: the compiler chooses its exponents")
         return
-    e = np.array([x.exp for x in exps], np.int64)
-    worst = max(x.ratio for x in exps)
+    e, coarsened = _within_spread(e)
+    if coarsened:  # near-silent channels (a folded batch norm's): the compiler's own exponents do the same
+        out.notes.append(f"{rec['node']}: {coarsened} of {e.size} channels' scales are finer than "
+                         f"2**-{int(e.max())} (a shift vector spans at most {CHANNEL_SPREAD} between channels): "
+                         "their weights are rounded at that step")
+    kept = np.array([x.exp for x in exps]) == e
+    worst = max((x.ratio for x, k in zip(exps, kept) if k), default=1.0)
     if worst != 1.0:
         out.inexact[rec["node"]] = worst
     if w.ndim < 1:
         return
-    scale = np.asarray(rec["scale"], np.float64)
+    scale = np.where(kept, np.asarray(rec["scale"], np.float64), 2.0 ** -e.astype(np.float64))
 
     def keep(key: tuple, exps: np.ndarray, scales: np.ndarray) -> None:
         out.weights[key], out.weight_scales[key] = exps, scales

@@ -226,3 +226,27 @@ def test_a_config_with_mul_keeps_non_power_of_two_weight_scales_exactly(digits):
         a = mod.run(x[None], device="fsim")["logits"]
         assert np.array_equal(a, mod.run(x[None], device="cpu")["logits"])
         assert a.argmax() == ort_run(m, x[None]).argmax()
+
+
+@pytest.mark.parametrize("config", ["pynq", "pynq_mul"])
+def test_channel_scales_spread_wider_than_a_shift_vector_are_coarsened(digits, config):
+    """A folded batch norm leaves near-silent channels whose per-channel scales (ORT: max|w| / 127) are
+    2**20 below the others; a vector SHR spans 15 between channels, so those channels are rounded at the
+    finest step it allows (a note says so) and the rest keep the model's exponents."""
+    m = onnx.ModelProto()
+    m.CopyFrom(digits["pc"])
+    scale = next(i for i in m.graph.initializer if i.name == "conv1.weight_scale")
+    s = numpy_helper.to_array(scale).copy()
+    s[0] *= 2.0 ** -20
+    scale.CopyFrom(numpy_helper.from_array(s, scale.name))
+    mod = compile_module(m, config, calibrate=digits["cal"])
+    note = mod.notes["calibration"]["qdq"]
+    assert any(n.startswith("conv1.weight_DequantizeLinear: 1 of") and "at most 15" in n for n in note["notes"])
+    assert "conv1" in note["weights"]
+    conv1 = next(n for n in mod.graph.nodes if n.name == "conv1")
+    if config == "pynq":
+        e = np.array(conv1.attrs["weight_exp"])
+        assert e.max() - e.min() == 15
+        assert list(e[1:]) == [math.floor(-math.log2(float(v))) for v in s[1:]]
+    for x in digits["x"][:2]:
+        assert np.array_equal(mod.run(x[None], device="fsim")["logits"], mod.run(x[None], device="cpu")["logits"])
