@@ -33,7 +33,8 @@ from vtakit.compiler.graph.exponent_search import keep_float_until as keep_float
 from vtakit.compiler.graph.quantize import (POW2_NODES_NOTE, REQUANT_NOTE, Calibration, graph_roundtrip, keep_nodes_float,
                                             one_shift, quantize, strip_fake_quant, weight_roundtrip)
 from vtakit.compiler.graph.fixed_point import check_requant
-from vtakit.compiler.graph.range_scale import check_mode as check_range_scale, scale_and_correct
+from vtakit.compiler.graph.range_scale import apply_factors, plan_model_factors, scale_and_correct
+from vtakit.compiler.graph.range_scale import check_mode as check_range_scale
 from vtakit.compiler.graph.simplify import simplify
 from vtakit.compiler.graph import qdq
 from vtakit.compiler.graph.qdq import QdqScales, read_scales
@@ -95,10 +96,18 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
                                 roundtrip=qdq.weight_roundtrip(model_scales, graph_roundtrip(graph, requant), multiplied))
 
     g = corrected(uncorrected)
-    scaling = None
-    if check_range_scale(range_scale) and not model_scales:  # a QDQ model's scales are matched by weight value
+    scaling, model_factors_note = None, {}
+    if check_range_scale(range_scale) and not model_scales:
         uncorrected, g, scaling = scale_and_correct(uncorrected, g, samples, corrected if bias_correction else None,
                                                     one_shift if requant == "pow2" else None)
+    elif check_range_scale(range_scale) and equalize == "off" and model_scales.act:
+        model_factors = plan_model_factors(uncorrected, {t: model_scales.inexact.get(t, 1.0) for t in model_scales.act})
+        if model_factors:  # the model's scales that are not powers of two, met exactly (range_scale.py)
+            scaled = apply_factors(uncorrected, model_factors)
+            model_scales = qdq.rescaled(model_scales, uncorrected, scaled, model_factors)
+            scaled.notes["qdq"] = model_scales
+            uncorrected, g = scaled, corrected(scaled)
+            model_factors_note = {t: f for t, f in sorted(model_factors.items()) if t in model_scales.act}
     cal: Calibration = run_calibration(g, samples, calibration)
     cal.synthetic = synthetic
     scales: QdqScales = g.notes.get("qdq", QdqScales())
@@ -109,6 +118,8 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
                                  bias_correction=bias_correction, requant=requant)
     if scaling is not None:
         notes["range_scale"] = asdict(scaling)
+    elif model_factors_note:
+        notes["range_scale"] = dict(model_factors=model_factors_note)  # tensor -> factor (the model's scale met)
     marked, cache = keep_nodes_float(g, keep_float, uncorrected), {}
     marked.notes[REQUANT_NOTE] = requant
     pow2_nodes, float_nodes = qdq.seed_weight_cache(marked, scales, cache,

@@ -87,6 +87,10 @@ class QdqScales:
         """The model's exponents for a weight array of the optimized graph (None: not from QDQ)."""
         return self.weights.get(_weight_key(w))
 
+    def act_scale(self, t: str) -> float:
+        """The model's scale of activation t (one of `act`'s tensors)."""
+        return 2.0 ** -self.act[t] / self.inexact.get(t, 1.0)
+
     def float_weight_scales(self, w: np.ndarray) -> np.ndarray | None:
         """The model's float per-channel scales of a weight array where they are not all powers of two
         (what multipliers keep exactly); None otherwise."""
@@ -188,6 +192,49 @@ def _read_weight(out: QdqScales, name: str, w: np.ndarray, rec: dict) -> None:
         keep(_weight_key(w), e, scale)
     elif w.ndim == 2 and rec["axis"] == 1:  # MatMul (in, out): Dense keeps (out, in)
         keep(_weight_key(w.T), e, scale)
+
+
+def _exponent_of(scale: float, node: str) -> Exponent:
+    """scale_exponent of a scale computed as 2**-e / ratio * factor: a hair above 2**-e reads as 2**-e."""
+    ex = scale_exponent(scale * (1 - 1e-9), node, "QuantizeLinear")
+    return Exponent(ex.exp, 1.0 if abs(ex.ratio - 1.0) < 1e-6 else ex.ratio)
+
+
+def rescaled(scales: QdqScales, before: Graph, after: Graph, factors: dict[str, float]) -> QdqScales:
+    """The model's scales for `after`, `before` range-scaled by `factors` (range_scale.plan_model_factors):
+    an activation that holds f times its value has f times its scale (the model's own power of two where f
+    is its ratio), and a weight divided by f_in and multiplied by f_out is recorded under its new value
+    with its scales times f_out / f_in, so its int8 values stay the model's."""
+    out = QdqScales(weights=dict(scales.weights), weight_scales=dict(scales.weight_scales),
+                    notes=[n for n in scales.notes if "scale is not a power of two" not in n])
+    for t in scales.act:
+        ex = _exponent_of(scales.act_scale(t) * factors.get(t, 1.0), t)
+        out.act[t] = ex.exp
+        if not ex.exact:
+            out.inexact[t] = ex.ratio
+    new = {n.name: n for n in after.nodes}
+    for n in before.nodes:
+        m = new.get(n.name)
+        if m is None or len(n.inputs) < 2 or m.inputs[1] == n.inputs[1] or n.inputs[1] not in before.consts:
+            continue
+        key = _weight_key(before.consts[n.inputs[1]])
+        if key not in scales.weights:
+            continue
+        r = factors.get(n.outputs[0], 1.0) / factors.get(n.inputs[0], 1.0)
+        scale = scales.weight_scales[key] * r
+        exps = [_exponent_of(float(v), n.name) for v in scale]
+        e, _ = _within_spread(np.array([x.exp for x in exps], np.int64))  # channel roundings may part by one more
+        new_key = _weight_key(after.consts[m.inputs[1]])
+        out.weights[new_key] = e
+        out.weight_scales[new_key] = np.where(e == [x.exp for x in exps], scale, 2.0 ** -e.astype(np.float64))
+        if (worst := max((x.ratio for x, k in zip(exps, e) if x.exp == k), default=1.0)) != 1.0:
+            out.inexact[n.name] = worst
+    for t, r in sorted(out.inexact.items()):
+        out.notes.append(f"{t}: scale is not a power of two; the step is {r:.3f}x the model's")
+    exact = sum(1 for t in scales.inexact if t in scales.act and t not in out.inexact)
+    if exact:
+        out.notes.append(f"{exact} activation scales that are not powers of two kept exactly by range scaling")
+    return out
 
 
 def weight_roundtrip(scales: QdqScales, fallback, float_scales: bool = False):

@@ -168,6 +168,26 @@ def plan_factors(g: Graph, amax: dict[str, float],
                                  sum(not scalable.get(r, False) for r in members), before, after)
 
 
+def plan_model_factors(g: Graph, ratios: dict[str, float]) -> dict[str, float]:
+    """A QDQ model's activation scales on power-of-two hardware: tensor t of scale s, held at exponent e
+    with 2**-e = s * ratio (ratio in [1, 2), `qdq.Exponent`), lands on the model's own grid when it holds
+    ratio times its value.  Returns the factor of every tensor to scale: per scalable factor group, the
+    ratio most of its tensors with a scale have (an add ties tensors the model scaled apart; the others
+    keep a step up to 2x the model's, as without scaling)."""
+    groups = factor_groups(g)
+    scalable = _scalable(g, groups)
+    seen: dict[str, list[float]] = {}
+    for t, r in sorted(ratios.items()):
+        if t in g.tensors:
+            seen.setdefault(groups.find(t), []).append(r)
+    chosen = {}
+    for root, rs in seen.items():
+        f = max(rs, key=rs.count)
+        if scalable.get(root, False) and f != 1.0:
+            chosen[root] = f
+    return {t: chosen[groups.find(t)] for t in g.tensors if groups.find(t) in chosen and not g.is_const(t)}
+
+
 def _per_channel_only(g: Graph, groups: _Groups, scalable: dict[str, bool], one_shift: Callable[[np.ndarray], bool],
                       plan) -> dict[str, bool]:
     """`scalable` without the groups that a conv/dense with one weight exponent for all its channels writes

@@ -94,7 +94,8 @@ def test_a_config_with_mul_keeps_the_model_weights_too(digits):
 
 
 def test_per_channel_scales_map_to_channel_shifts_with_notes(digits):
-    mod = compile_module(digits["pc"], "pynq", calibrate=digits["cal"])
+    """Without range scaling every scale moves up to its power of two (the activations' grid up to 2x the model's)."""
+    mod = compile_module(digits["pc"], "pynq", calibrate=digits["cal"], range_scale="off")
     inits, g = _inits(digits["pc"]), mod.graph
     conv1 = next(n for n in g.nodes if n.name == "conv1")
     want = [math.floor(-math.log2(float(s))) for s in inits["conv1.weight_scale"]]
@@ -110,7 +111,7 @@ def test_per_channel_scales_map_to_channel_shifts_with_notes(digits):
 
 
 def test_per_tensor_model_keeps_one_exponent_per_weight(digits):
-    mod = compile_module(digits["pt"], "pynq", calibrate=digits["cal"])
+    mod = compile_module(digits["pt"], "pynq", calibrate=digits["cal"], range_scale="off")
     inits = _inits(digits["pt"])
     conv2 = next(n for n in mod.graph.nodes if n.name == "conv2")
     assert conv2.attrs["weight_exp"] == math.floor(-math.log2(float(inits["conv2.weight_scale"])))
@@ -152,7 +153,7 @@ def test_cli_compile_prints_the_inexact_scales(digits, tmp_path, capsys):
     onnx.save(digits["pt"], tmp_path / "pt.onnx")
     np.save(tmp_path / "cal.npy", np.stack(digits["cal"][:4]))
     assert main(["compile", str(tmp_path / "pt.onnx"), "--config", "pynq", "--calibrate", str(tmp_path / "cal.npy"),
-                 "-o", str(tmp_path / "pt.vtamod")]) == 0
+                 "--range-scale", "off", "-o", str(tmp_path / "pt.vtamod")]) == 0
     out = capsys.readouterr().out
     assert "model scales kept: 10 activation tensors, weights of 4 nodes (some moved to a power of two)" in out
     assert "relu1: scale is not a power of two; the step is" in out
@@ -239,14 +240,60 @@ def test_channel_scales_spread_wider_than_a_shift_vector_are_coarsened(digits, c
     s = numpy_helper.to_array(scale).copy()
     s[0] *= 2.0 ** -20
     scale.CopyFrom(numpy_helper.from_array(s, scale.name))
+    for range_scale in ("on", "off"):  # on: the weights also scale by their activations' factors (below)
+        mod = compile_module(m, config, calibrate=digits["cal"], range_scale=range_scale)
+        note = mod.notes["calibration"]["qdq"]
+        assert any(n.startswith("conv1.weight_DequantizeLinear: 1 of") and "at most 15" in n for n in note["notes"])
+        assert "conv1" in note["weights"]
+        conv1 = next(n for n in mod.graph.nodes if n.name == "conv1")
+        if config == "pynq":
+            e = np.array(conv1.attrs["weight_exp"])
+            assert e.max() - e.min() <= 15
+            if range_scale == "off":
+                assert e.max() - e.min() == 15
+                assert list(e[1:]) == [math.floor(-math.log2(float(v))) for v in s[1:]]
+        for x in digits["x"][:2]:
+            assert np.array_equal(mod.run(x[None], device="fsim")["logits"], mod.run(x[None], device="cpu")["logits"])
+
+
+def _ort_tensor(model: onnx.ModelProto, name: str, x: np.ndarray) -> np.ndarray:
+    """Tensor `name` of the QDQ graph as written (ORT without graph optimizations, whose fusions round differently)."""
+    import onnxruntime as ort
+
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    probe.graph.output.append(onnx.helper.make_value_info(name, onnx.TypeProto()))
+    plain = ort.SessionOptions()
+    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(probe.SerializeToString(), plain, providers=["CPUExecutionProvider"])
+    return sess.run([name], {"data": x})[0]
+
+
+@pytest.mark.parametrize("config", ["pynq", "pynq_mul"])
+def test_range_scaling_meets_scales_that_are_not_powers_of_two(digits, config):
+    """ORT's scales are max/127, not powers of two.  A tensor of scale s held at exponent e (2**-e = s * r,
+    r in [1, 2)) lands on the model's own grid when it holds r times its value: the graph is range-scaled by
+    those factors, the weights' scales move with them (their int8 values stay the model's where the config
+    keeps float weight scales), and relu1's int8 values are ORT's to 1 LSB."""
+    m = digits["pc"]
+    inits = _inits(m)
     mod = compile_module(m, config, calibrate=digits["cal"])
+    factors = mod.notes["calibration"]["range_scale"]["model_factors"]
+    s = float(inits["relu1_scale"])
+    e = math.floor(-math.log2(s))
+    assert factors["relu1"] == pytest.approx(2.0 ** -e / s) and mod.graph.tensors["relu1.q"].exp == e
     note = mod.notes["calibration"]["qdq"]
-    assert any(n.startswith("conv1.weight_DequantizeLinear: 1 of") and "at most 15" in n for n in note["notes"])
-    assert "conv1" in note["weights"]
-    conv1 = next(n for n in mod.graph.nodes if n.name == "conv1")
-    if config == "pynq":
-        e = np.array(conv1.attrs["weight_exp"])
-        assert e.max() - e.min() == 15
-        assert list(e[1:]) == [math.floor(-math.log2(float(v))) for v in s[1:]]
-    for x in digits["x"][:2]:
-        assert np.array_equal(mod.run(x[None], device="fsim")["logits"], mod.run(x[None], device="cpu")["logits"])
+    assert any("kept exactly by range scaling" in n for n in note["notes"])
+    assert not any(n.startswith("relu1: scale is not a power of two") for n in note["notes"])
+    x = digits["x"][:3]
+    seen: dict[str, np.ndarray] = {}
+    run_graph(mod.graph, {"data": x[:1]}, observer=seen.__setitem__)
+    diff = np.abs(seen["relu1.q"].astype(np.int32) - _ort_tensor(m, "relu1_QuantizeLinear_Output", x[:1]).astype(np.int32))
+    assert diff.max() <= (1 if config == "pynq_mul" else 3) and np.mean(diff) < (0.01 if config == "pynq_mul" else 0.1)
+    if config == "pynq_mul":
+        conv1 = next(n for n in mod.graph.nodes if n.name == "conv1")
+        assert np.array_equal(mod.graph.consts[conv1.inputs[1]], inits["conv1.weight_quantized"])
+    for v in x:
+        got = mod.run(v[None], device="fsim")["logits"]
+        assert np.array_equal(got, mod.run(v[None], device="cpu")["logits"])
+        assert got.argmax() == ort_run(m, v[None], as_written=True).argmax()
