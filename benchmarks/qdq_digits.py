@@ -9,7 +9,7 @@ graph as written) and how many of vtakit's logits, requantized to the model's ou
 onnxruntime's int8 logits (meaningful where the scales are powers of two); whether device == cpu bit for bit on the
 first inputs.  The float model calibrated by vtakit itself (no QDQ) is the baseline.
 
-    .venv/bin/python benchmarks/qdq_digits.py --device sim
+    .venv/bin/python benchmarks/qdq_digits.py --device sim [--config pynq_mul] [--range-scale on|off]
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ def main() -> None:
     ap.add_argument("--device", default="sim")
     ap.add_argument("--config", default="pynq")
     ap.add_argument("--limit", type=int, default=360, help="test digits to score")
+    ap.add_argument("--range-scale", default="on", choices=("on", "off"),
+                    help="on: scales that are not powers of two met exactly by range scaling")
     args = ap.parse_args()
     xtr, _, xte, yte = digits_data()
     xte, yte = xte[: args.limit], yte[: args.limit]
@@ -59,7 +61,7 @@ def main() -> None:
     ref_f = np.concatenate([ort_run(fm, x[None]) for x in xte])
     print(f"float onnxruntime: accuracy {np.mean(ref_f.argmax(1) == yte):.4f}")
     for label, m in models.items():
-        mod = compile_module(m, args.config, calibrate=[c["data"] for c in cal[:16]])
+        mod = compile_module(m, args.config, calibrate=[c["data"] for c in cal[:16]], range_scale=args.range_scale)
         out = np.concatenate([mod.run(x[None], device=args.device)["logits"] for x in xte])
         same = all(np.array_equal(mod.run(x[None], device="cpu")["logits"], out[i: i + 1])
                    for i, x in enumerate(xte[:8]))
