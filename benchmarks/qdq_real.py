@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from real_accuracy import MODELS, _support  # benchmarks/ is on sys.path when this runs as a script
+from real_accuracy import MODELS, _support, load_model  # benchmarks/ is on sys.path when run as a script
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,11 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     from vtakit.compiler.graph.build import compile_module
 
     real, photos, qm = _support("real_models"), _support("photos"), _support("qdq_models")
-    load, preprocess = MODELS[args.model](real)
-    try:
-        model = load()
-    except real.ModelMissing as e:
-        print(f"skipped: {e}")
+    model, preprocess = load_model(real, args.model)
+    if model is None:
         return 0
     tmp = Path(tempfile.mkdtemp())
     onnx.save(model, str(tmp / "float.onnx"))

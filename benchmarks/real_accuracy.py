@@ -41,6 +41,16 @@ MODELS = {  # name -> (real_models -> (loader, preprocess))
 }
 
 
+def load_model(real, name: str):
+    """(the ONNX model, its photo preprocessing) of MODELS[name], or (None, None) after saying why it is absent."""
+    load, preprocess = MODELS[name](real)
+    try:
+        return load(), preprocess
+    except real.ModelMissing as e:
+        print(f"skipped: {e}")
+        return None, None
+
+
 def print_search_notes(notes: dict) -> None:
     """What calibration "search" and keep_float_until did (compile notes)."""
     from vtakit.compiler.graph.report import calibration_lines
@@ -84,11 +94,8 @@ def main(argv: list[str] | None = None) -> int:
                          "computes the same bits); no cycles")
     args = ap.parse_args(argv)
     real = _support("real_models")
-    load, preprocess = MODELS[args.model](real)
-    try:
-        model = load()
-    except real.ModelMissing as e:
-        print(f"skipped: {e}")
+    model, preprocess = load_model(real, args.model)
+    if model is None:
         return 0
     if args.features:
         real.with_features(model)
