@@ -212,6 +212,9 @@ def rescaled(scales: QdqScales, before: Graph, after: Graph, factors: dict[str, 
         out.act[t] = ex.exp
         if not ex.exact:
             out.inexact[t] = ex.ratio
+    for n in after.nodes:  # a scaled graph input: its readers take the host Mul's output (range_scale._scale_inputs)
+        if n.inputs and n.inputs[0] in after.inputs and n.inputs[0] in out.act and n.outputs[0] not in before.tensors:
+            out.act[n.outputs[0]] = out.act[n.inputs[0]]
     new = {n.name: n for n in after.nodes}
     for n in before.nodes:
         m = new.get(n.name)

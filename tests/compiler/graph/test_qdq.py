@@ -282,6 +282,8 @@ def test_range_scaling_meets_scales_that_are_not_powers_of_two(digits, config):
     s = float(inits["relu1_scale"])
     e = math.floor(-math.log2(s))
     assert factors["relu1"] == pytest.approx(2.0 ** -e / s) and mod.graph.tensors["relu1.q"].exp == e
+    quantize = next(n for n in mod.graph.nodes if n.op == "Quantize")  # the input, after the host's Mul
+    assert quantize.attrs["exp"] == math.floor(-math.log2(float(inits["data_scale"])))
     note = mod.notes["calibration"]["qdq"]
     assert any("kept exactly by range scaling" in n for n in note["notes"])
     assert not any(n.startswith("relu1: scale is not a power of two") for n in note["notes"])
