@@ -25,6 +25,8 @@ a residual stream's adds chain them): its factor is the one, among each exponent
 the least summed relative rounding error over them (`best_factor`).  With power-of-two weights, groups a
 layer with one weight exponent for all channels writes or reads stay unscaled (`_per_channel_only`), and
 after the bias correction is made again factors that overshoot their range shrink (`scale_and_correct`).
+A QDQ model keeps its own scales instead: `plan_model_factors` picks the factors that land its tensors on
+the model's grid (qdq.py).
 """
 
 from __future__ import annotations
