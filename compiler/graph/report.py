@@ -203,6 +203,10 @@ class ModuleReport:
         return save_figure(fig, path)
 
 
+QDQ_NOTE_LINES = 12
+"""How many of a quantized model's scale notes a compile prints (a real network has one per tensor and weight)."""
+
+
 def calibration_lines(notes: dict) -> list[str]:
     """What a compile's calibration did beyond the per-tensor method, as lines for a person: the
     exponent search, a quantized model's own scales (qdq.py), the layers kept in float automatically."""
@@ -214,14 +218,20 @@ def calibration_lines(notes: dict) -> list[str]:
                      f"({s['evaluations']} evaluations, {s['seconds']:.1f} s)")
     if "range_scale" in notes:
         r = notes["range_scale"]
-        lines.append(f"range scaling: {len(r['factors'])} of {r['groups']} activation groups rescaled "
-                     f"({r['fixed']} cannot be), mean fill of the int8 range {r['mean_fill_before']:.3f} -> "
-                     f"{r['mean_fill_after']:.3f}")
+        if "model_factors" in r:  # a QDQ model's own scales met (range_scale.plan_model_factors)
+            lines.append(f"range scaling: {len(r['model_factors'])} of the model's activation tensors rescaled onto "
+                         "its own scales (factors in module.notes['calibration']['range_scale'])")
+        else:
+            lines.append(f"range scaling: {len(r['factors'])} of {r['groups']} activation groups rescaled "
+                         f"({r['fixed']} cannot be), mean fill of the int8 range {r['mean_fill_before']:.3f} -> "
+                         f"{r['mean_fill_after']:.3f}")
     if "qdq" in notes:
         q = notes["qdq"]
         lines.append(f"model scales kept: {q['activations']} activation tensors, weights of {len(q['weights'])} nodes"
                      f" ({'all powers of two' if q['exact'] else 'some moved to a power of two'})")
-        lines += [f"  {line}" for line in q["notes"]]
+        lines += [f"  {line}" for line in q["notes"][:QDQ_NOTE_LINES]]
+        if len(q["notes"]) > QDQ_NOTE_LINES:
+            lines.append(f"  ... {len(q['notes']) - QDQ_NOTE_LINES} more in module.notes['calibration']['qdq']['notes']")
     if "keep_float_auto" in notes:
         k = notes["keep_float_auto"]
         lines.append(f"kept in float on the host: {', '.join(k['kept']) or 'none'}; mean output cosine on the "

@@ -157,6 +157,12 @@ def test_cli_compile_prints_the_inexact_scales(digits, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "model scales kept: 10 activation tensors, weights of 4 nodes (some moved to a power of two)" in out
     assert "relu1: scale is not a power of two; the step is" in out
+    # range scaling on (the default): the scales it meets are named in a line of their own
+    assert main(["compile", str(tmp_path / "pt.onnx"), "--config", "pynq", "--calibrate", str(tmp_path / "cal.npy"),
+                 "-o", str(tmp_path / "pt_rs.vtamod")]) == 0
+    out = capsys.readouterr().out
+    assert "of the model's activation tensors rescaled onto its own scales" in out
+    assert "activation scales that are not powers of two kept exactly by range scaling" in out
 
 
 def test_qlinear_conv_keeps_its_power_of_two_scales():
