@@ -55,6 +55,11 @@ def best_row_exps(rows: np.ndarray, ideal, top: int) -> np.ndarray:
     return candidates[np.arange(len(rows)), np.argmin(errors, axis=1)]
 
 
+def finest_allowed(exps: np.ndarray) -> int:
+    """The finest exponent a layer's channels may take beside `exps`: one vector SHR spans CHANNEL_SPREAD."""
+    return int(np.min(exps)) + CHANNEL_SPREAD
+
+
 def channel_weight_exps(w: np.ndarray, ideal, top: int) -> np.ndarray:
     """The least-squared-error exponent of every output channel (`best_row_exps`), spread over at most
     CHANNEL_SPREAD; all-zero channels take the finest exponent allowed."""
@@ -63,7 +68,7 @@ def channel_weight_exps(w: np.ndarray, ideal, top: int) -> np.ndarray:
     if not live.any():
         return np.full(w.shape[0], best_row_exps(rows.reshape(1, -1), ideal, top)[0], np.int64)
     exps = np.where(live, best_row_exps(rows, ideal, top), 0)
-    finest = int(exps[live].min()) + CHANNEL_SPREAD
+    finest = finest_allowed(exps[live])
     return np.where(live, np.minimum(exps, finest), finest)
 
 

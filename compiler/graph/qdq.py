@@ -34,7 +34,7 @@ import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.graph import fixed_point
-from vtakit.compiler.graph.channel_scales import CHANNEL_SPREAD
+from vtakit.compiler.graph.channel_scales import CHANNEL_SPREAD, finest_allowed
 from vtakit.compiler.graph.ir import Graph
 
 NOTE_KEY = "qdq_weights"  # Graph.notes: weight tensor -> how the import dequantized it
@@ -117,12 +117,16 @@ def _in_range(e: int) -> bool:
     return lo <= e <= hi
 
 
-def _within_spread(e: np.ndarray) -> tuple[np.ndarray, int]:
-    """Per-channel weight exponents no finer than the coarsest + CHANNEL_SPREAD (one vector SHR's reach)
-    nor than the exponent range allows, as `channel_scales.channel_weight_exps` limits the compiler's own;
-    and how many channels that coarsened."""
-    finest = min(int(e.min()) + CHANNEL_SPREAD, _exp_range()[1])
-    return np.minimum(e, finest), int(np.sum(e > finest))
+def _channel_exponents(exps: list[Exponent], scale) -> tuple[np.ndarray, np.ndarray, float, int]:
+    """A weight's per-channel exponents no finer than one vector SHR reaches from the coarsest
+    (`channel_scales.finest_allowed`, as for the compiler's own) nor than the exponent range allows; its
+    float scales with the coarsened channels at their power of two; the worst step ratio among the channels
+    kept; how many were coarsened."""
+    raw = np.array([x.exp for x in exps], np.int64)
+    e = np.minimum(raw, min(finest_allowed(raw), _exp_range()[1]))
+    kept = raw == e
+    worst = max((x.ratio for x, k in zip(exps, kept) if k), default=1.0)
+    return e, np.where(kept, np.asarray(scale, np.float64), 2.0 ** -e.astype(np.float64)), worst, int(np.sum(~kept))
 
 
 def read_scales(graph: Graph) -> QdqScales:
@@ -163,22 +167,18 @@ def _read_weight(out: QdqScales, name: str, w: np.ndarray, rec: dict) -> None:
                          "(symmetric int8 weights needed): the compiler chooses its exponents")
         return
     exps = [scale_exponent(float(s), rec["node"], "DequantizeLinear") for s in rec["scale"]]
-    e = np.array([x.exp for x in exps], np.int64)
-    if not _in_range(int(e.min())):
+    if not _in_range(min(x.exp for x in exps)):
         out.notes.append(f"{rec['node']} has a scale out of range: the compiler chooses its exponents")
         return
-    e, coarsened = _within_spread(e)
+    e, scale, worst, coarsened = _channel_exponents(exps, rec["scale"])
     if coarsened:  # near-silent channels (a folded batch norm's): the compiler's own exponents do the same
         out.notes.append(f"{rec['node']}: {coarsened} of {e.size} channels' scales are finer than "
                          f"2**-{int(e.max())} (a shift vector spans at most {CHANNEL_SPREAD} between channels): "
                          "their weights are rounded at that step")
-    kept = np.array([x.exp for x in exps]) == e
-    worst = max((x.ratio for x, k in zip(exps, kept) if k), default=1.0)
     if worst != 1.0:
         out.inexact[rec["node"]] = worst
     if w.ndim < 1:
         return
-    scale = np.where(kept, np.asarray(rec["scale"], np.float64), 2.0 ** -e.astype(np.float64))
 
     def keep(key: tuple, exps: np.ndarray, scales: np.ndarray) -> None:
         out.weights[key], out.weight_scales[key] = exps, scales
@@ -224,13 +224,11 @@ def rescaled(scales: QdqScales, before: Graph, after: Graph, factors: dict[str, 
         if key not in scales.weights:
             continue
         r = factors.get(n.outputs[0], 1.0) / factors.get(n.inputs[0], 1.0)
-        scale = scales.weight_scales[key] * r
-        exps = [_exponent_of(float(v), n.name) for v in scale]
-        e, _ = _within_spread(np.array([x.exp for x in exps], np.int64))  # channel roundings may part by one more
+        scale = scales.weight_scales[key] * r  # channel roundings may part by one more than the spread: limited again
+        e, scale, worst, _ = _channel_exponents([_exponent_of(float(v), n.name) for v in scale], scale)
         new_key = _weight_key(after.consts[m.inputs[1]])
-        out.weights[new_key] = e
-        out.weight_scales[new_key] = np.where(e == [x.exp for x in exps], scale, 2.0 ** -e.astype(np.float64))
-        if (worst := max((x.ratio for x, k in zip(exps, e) if x.exp == k), default=1.0)) != 1.0:
+        out.weights[new_key], out.weight_scales[new_key] = e, scale
+        if worst != 1.0:
             out.inexact[n.name] = worst
     for t, r in sorted(out.inexact.items()):
         out.notes.append(f"{t}: scale is not a power of two; the step is {r:.3f}x the model's")
