@@ -11,12 +11,15 @@ install: $(STAMP)
 
 # Re-install only when the package metadata changes; the install is editable,
 # so source edits need nothing.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \
 	  { echo "vtakit needs Python >= 3.10 (found $$($(PYTHON) --version))"; exit 1; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || $(PYTHON) -m virtualenv $(VENV) || \
 	  { rm -rf $(VENV); echo "could not create $(VENV): install python3-venv (Debian) or virtualenv"; exit 1; }
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@# PP-OCRv4's text detector for benchmarks/ocr_real.py and a slow test: only its ONNX file is read, so
+	@# its OpenCV/Shapely dependencies are not installed (tests/support/real_models.py)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps rapidocr-onnxruntime==1.4.4
 	@touch $(STAMP)
 
 demo: install

@@ -34,6 +34,7 @@ from vtakit.compiler.graph.quantize import (POW2_NODES_NOTE, REQUANT_NOTE, Calib
                                             one_shift, quantize, strip_fake_quant, weight_roundtrip)
 from vtakit.compiler.graph.fixed_point import check_requant
 from vtakit.compiler.graph.range_scale import apply_factors, plan_model_factors, scale_and_correct
+from vtakit.compiler.graph.channel_fill import ChannelFill, apply_channel_fill, plan_channel_fill
 from vtakit.compiler.graph.range_scale import check_mode as check_range_scale
 from vtakit.compiler.graph.simplify import simplify
 from vtakit.compiler.graph import qdq
@@ -96,10 +97,14 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
                                 roundtrip=qdq.weight_roundtrip(model_scales, graph_roundtrip(graph, requant), multiplied))
 
     g = corrected(uncorrected)
-    scaling, model_factors_note = None, {}
+    scaling, model_factors_note, fill = None, {}, ChannelFill()
     if check_range_scale(range_scale) and not model_scales:
         uncorrected, g, scaling = scale_and_correct(uncorrected, g, samples, corrected if bias_correction else None,
                                                     one_shift if requant == "pow2" else None)
+        fill = plan_channel_fill(g, samples)  # depthwise inputs the host quantizes, per channel (channel_fill.py)
+        if fill.bits:
+            uncorrected = apply_channel_fill(uncorrected, fill)
+            g = corrected(uncorrected)
     elif check_range_scale(range_scale) and equalize == "off" and model_scales.act:
         model_factors = plan_model_factors(uncorrected, {t: model_scales.inexact.get(t, 1.0) for t in model_scales.act})
         if model_factors:  # the model's scales that are not powers of two, met exactly (range_scale.py)
@@ -118,6 +123,8 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
                                  bias_correction=bias_correction, requant=requant)
     if scaling is not None:
         notes["range_scale"] = asdict(scaling)
+        if fill.bits:
+            notes["channel_fill"] = asdict(fill)
     elif model_factors_note:
         notes["range_scale"] = dict(model_factors=model_factors_note)  # tensor -> factor (the model's scale met)
     marked, cache = keep_nodes_float(g, keep_float, uncorrected), {}

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from vtakit.compiler.graph.channel_fill import ChannelFill
 from vtakit.compiler.graph.quantize import SAME_SCALE_OPS
 from vtakit.isa.config import HwConfig
 from vtakit.report import save_figure
@@ -225,6 +226,8 @@ def calibration_lines(notes: dict) -> list[str]:
             lines.append(f"range scaling: {len(r['factors'])} of {r['groups']} activation groups rescaled "
                          f"({r['fixed']} cannot be), mean fill of the int8 range {r['mean_fill_before']:.3f} -> "
                          f"{r['mean_fill_after']:.3f}")
+    if "channel_fill" in notes:
+        lines.append(ChannelFill(**notes["channel_fill"]).summary())
     if "qdq" in notes:
         q = notes["qdq"]
         lines.append(f"model scales kept: {q['activations']} activation tensors, weights of {len(q['weights'])} nodes"

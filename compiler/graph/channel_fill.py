@@ -1,0 +1,164 @@
+"""Depthwise-conv inputs that the host quantizes, filled channel by channel.
+
+A depthwise conv's output channel c reads only its input channel c.  With one power-of-two scale for
+the whole input tensor, a channel whose range is 2**k below the tensor's largest gets k bits fewer, and
+no later layer can win them back, since no other channel mixes in.  Networks whose depthwise inputs
+come from float ops on the host show it most.  PP-OCRv4's text detector (RapidOCR's wheel) is an
+example: a hardswish and a learned affine before every depthwise conv, with channel maxima spread over
+2**6.  There the SQNR fell to 7 dB at the second depthwise conv and the probability map's cosine to
+float was 0.78.
+
+Where such an input is quantized on the host anyway (it is written by a float op, or is a graph
+input), the host first multiplies it by a per-channel power of two 2**k[c].  That is a float `Mul` by a
+constant vector just before the host's Quantize.  The conv's weights of channel c are divided by
+2**k[c], so the float function is unchanged.  With per-channel weight exponents that division is exact
+and costs the weights nothing: their exponent moves by k[c] (float per-channel scales with multipliers
+take it the same way).  k[c] fills channel c up to HEADROOM_BITS below the tensor's calibrated maximum;
+that headroom is there because a test input may exceed a channel's calibration maximum.  It is capped
+so that the layer's weight exponents stay within what one vector SHR spans
+(`channel_scales.CHANNEL_SPREAD`).
+
+Tensors made on the accelerator are left alone: filling them would need per-channel clip bounds in
+their producers' epilogues.  Only depthwise readers are filled.  For a dense conv, dividing a weight
+column moves the error from the activation to the weights; that was measured, and it was worse on
+the text detector.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from vtakit.compiler.graph.channel_scales import CHANNEL_SPREAD
+from vtakit.compiler.graph.equalize import has_const_weights
+from vtakit.compiler.graph.execute import run_graph
+from vtakit.compiler.graph.ir import Graph, Node
+from vtakit.compiler.graph.quantize import EXP_RANGE, ideal_exponent, precision_plan
+
+HEADROOM_BITS = 1
+"""A filled channel stops this many bits below the tensor's calibrated maximum.  With 0 bits the text
+detector scored the same (probability map cosine 0.952 vs 0.950), but a channel scaled right up to
+the edge clips as soon as a test input goes past its calibration maximum."""
+MAX_BITS = 8
+"""The most one channel is scaled up (2**8).  A channel nearly silent on the calibration samples must not
+be blown up to the edge of the range."""
+SUFFIX = ".channel_fill"
+
+
+@dataclass(frozen=True)
+class ChannelFill:
+    """What was filled: conv -> the bits k[c] of its input channels (only convs with some k > 0)."""
+    bits: dict[str, list[int]] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        scaled = sum(int(np.count_nonzero(k)) for k in self.bits.values())
+        total = sum(len(k) for k in self.bits.values())
+        return (f"{len(self.bits)} depthwise conv input(s) quantized on the host filled per channel "
+                f"({scaled} of {total} channels scaled up)")
+
+
+def _is_depthwise(g: Graph, n: Node) -> bool:
+    if n.op != "Conv" or not has_const_weights(g, n):
+        return False
+    w = g.consts[n.inputs[1]]
+    return n.attrs.get("group", 1) > 1 and w.ndim == 4 and w.shape[1] == 1 and w.shape[0] == n.attrs["group"]
+
+
+def candidates(g: Graph) -> list[Node]:
+    """Depthwise convs computed in int8 whose input the host quantizes: a float op's output or a graph input."""
+    plan = precision_plan(g)
+    made_by = g.producers()
+    found = []
+    for n in g.nodes:
+        if n.name not in plan.int8 or not _is_depthwise(g, n):
+            continue
+        x = n.inputs[0]
+        producer = made_by.get(x)
+        if g.is_const(x) or (producer is not None and producer.name in plan.int8):
+            continue
+        if g.tensors[x].shape[1] != g.consts[n.inputs[1]].shape[0]:
+            continue
+        found.append(n)
+    return found
+
+
+def channel_maxima(g: Graph, tensors: set[str], samples: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """max |value| per channel (axis 1) of each tensor over the samples."""
+    amax: dict[str, np.ndarray] = {}
+
+    def observe(name: str, value: np.ndarray) -> None:
+        if name in tensors and value.ndim >= 2:
+            m = np.max(np.abs(np.asarray(value, np.float64)), axis=tuple(i for i in range(value.ndim) if i != 1))
+            amax[name] = np.maximum(amax[name], m) if name in amax else m
+
+    for feeds in samples:
+        for name, v in feeds.items():
+            observe(name, np.asarray(v))
+        run_graph(g, feeds, observer=observe)
+    return amax
+
+
+def fill_bits(amax: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """k[c] for channel maxima `amax` read by depthwise weights w (C, 1, kh, kw): see the module docstring."""
+    top = float(np.max(amax))
+    live = amax > 0
+    if top <= 0:
+        return np.zeros(amax.size, np.int64)
+    k = np.floor(np.log2(top / np.where(live, amax, top))).astype(np.int64) - HEADROOM_BITS
+    k = np.clip(k, 0, MAX_BITS)
+    rows = np.max(np.abs(w.reshape(w.shape[0], -1)), axis=1)
+    used = rows > 0
+    if used.any():
+        e = np.array([ideal_exponent(float(r)) if r > 0 else EXP_RANGE[1] for r in rows], np.int64)
+        # after dividing by 2**k the weights' exponents are e + k: keep them within one SHR's spread
+        # (3 to spare for the finer exponents best_row_exps may choose) and below the top exponent
+        cap = np.minimum(int(np.min(e[used])) + CHANNEL_SPREAD - 3, EXP_RANGE[1]) - e
+        k = np.minimum(k, np.maximum(cap, 0))
+    return np.where(live & used, k, 0)
+
+
+def plan_channel_fill(g: Graph, samples: list[dict[str, np.ndarray]]) -> ChannelFill:
+    """The bits of every candidate depthwise conv's input channels, from the samples' channel maxima."""
+    convs = candidates(g)
+    if not convs:
+        return ChannelFill()
+    amax = channel_maxima(g, {n.inputs[0] for n in convs}, samples)
+    bits = {}
+    for n in convs:
+        if n.inputs[0] not in amax:
+            continue
+        k = fill_bits(amax[n.inputs[0]], g.consts[n.inputs[1]])
+        if np.any(k > 0):
+            bits[n.name] = [int(v) for v in k]
+    return ChannelFill(bits)
+
+
+def apply_channel_fill(graph: Graph, fill: ChannelFill) -> Graph:
+    """A copy of the graph with each planned conv reading its input times 2**k (a host Mul) and its
+    weights divided by 2**k, channel by channel; convs reading one tensor with the same k share the Mul."""
+    if not fill.bits:
+        return graph
+    g = graph.copy()
+    muls: dict[tuple[str, tuple[int, ...]], str] = {}
+    for n in list(g.nodes):
+        k = fill.bits.get(n.name)
+        if k is None:
+            continue
+        x = n.inputs[0]
+        scale = np.exp2(np.array(k, np.float64))
+        key = (x, tuple(k))
+        if key not in muls:
+            shape = (1, len(k)) + (1,) * (len(g.tensors[x].shape) - 2)
+            factor = g.add_const(f"{n.name}{SUFFIX}.factor", scale.astype(np.float32).reshape(shape))
+            out = g.fresh_name(f"{x}{SUFFIX}")
+            g.tensors[out] = g.tensors[x]
+            g.nodes.insert(g.nodes.index(n), Node("Mul", g.fresh_name(f"{n.name}{SUFFIX}"), [x, factor], [out]))
+            muls[key] = out
+        n.inputs[0] = muls[key]
+        w = g.consts[n.inputs[1]]
+        divided = (w.astype(np.float64) / scale.reshape(-1, 1, 1, 1)).astype(w.dtype)
+        n.inputs[1] = g.add_const(f"{n.name}.weight_cf", divided)
+    g.prune()
+    g.validate()
+    return g

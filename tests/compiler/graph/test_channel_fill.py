@@ -1,0 +1,107 @@
+"""Depthwise inputs the host quantizes, filled channel by channel (compiler.graph.channel_fill)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import vtakit.compiler.graph.build as build
+from vtakit.compiler.graph import compile_module
+from vtakit.compiler.graph.build import optimize
+from vtakit.compiler.graph.channel_fill import (HEADROOM_BITS, MAX_BITS, ChannelFill, apply_channel_fill, candidates,
+                                                fill_bits, plan_channel_fill)
+from vtakit.compiler.graph.channel_scales import CHANNEL_SPREAD
+from vtakit.compiler.graph.execute import run_graph
+from vtakit.compiler.graph.onnx_frontend import import_onnx
+
+C = 16
+SPREAD = np.float32(2.0) ** -(np.arange(C) % 8).astype(np.float32)  # channel c spans 2**-(c % 8) of the largest
+
+
+def _model(host_made: bool = True):
+    """x -> (host: Mul by SPREAD per channel | accelerator: 1x1 conv) -> depthwise 3x3 -> relu -> 1x1 conv -> y."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(SPREAD.reshape(1, C, 1, 1), "spread"),
+             # the depthwise weights undo the spread (as folded batch norms often do): its output channels are alike
+             numpy_helper.from_array((rng.standard_normal((C, 1, 3, 3)) * 0.5 / SPREAD.reshape(C, 1, 1, 1)
+                                      ).astype(np.float32), "wd"),
+             numpy_helper.from_array((rng.standard_normal(C) * 0.01).astype(np.float32), "bd"),
+             numpy_helper.from_array((rng.standard_normal((8, C, 1, 1)) * 0.3).astype(np.float32), "wp"),
+             numpy_helper.from_array((rng.standard_normal((C, C, 1, 1)) * 0.3).astype(np.float32), "w0")]
+    first = (helper.make_node("Mul", ["x", "spread"], ["t"]) if host_made
+             else helper.make_node("Conv", ["x", "w0"], ["t"]))
+    nodes = [first,
+             helper.make_node("Conv", ["t", "wd", "bd"], ["d"], group=C, pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["d"], ["r"]),
+             helper.make_node("Conv", ["r", "wp"], ["y"])]
+    graph = helper.make_graph(nodes, "fill", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, 12, 12])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 12, 12])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def _samples(n: int, seed: int) -> list[np.ndarray]:
+    """Uniform in [-1, 1] with one 1.0 per channel: every channel of x peaks at exactly 1."""
+    rng = np.random.default_rng(seed)
+    xs = [rng.uniform(-1, 1, (1, C, 12, 12)).astype(np.float32) for _ in range(n)]
+    for x in xs:
+        x[0, :, 5, 5] = 1.0
+    return xs
+
+
+def test_a_depthwise_conv_reading_a_host_tensor_is_filled_and_the_float_function_kept():
+    g = optimize(import_onnx(_model()))
+    assert [n.op for n in candidates(g)] == ["Conv"]
+    fill = plan_channel_fill(g, [{"x": x} for x in _samples(4, 1)])
+    (conv, bits), = fill.bits.items()
+    # channel c is 2**-(c % 8) of the largest: filled to HEADROOM_BITS below it
+    assert bits == [max(c % 8 - HEADROOM_BITS, 0) for c in range(C)]
+    h = apply_channel_fill(g, fill)
+    mul = next(n for n in h.nodes if n.op == "Mul" and n.name.endswith(".channel_fill"))
+    assert mul.outputs[0] == h.node(conv).inputs[0]
+    np.testing.assert_array_equal(h.consts[mul.inputs[1]].ravel(), np.exp2(bits).astype(np.float32))
+    for x in _samples(3, 7):
+        want, got = run_graph(g, {"x": x})["y"], run_graph(h, {"x": x})["y"]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_depthwise_conv_reading_an_accelerator_tensor_is_left_alone():
+    g = optimize(import_onnx(_model(host_made=False)))
+    assert candidates(g) == []
+    assert plan_channel_fill(g, [{"x": x} for x in _samples(2, 1)]).bits == {}
+
+
+@pytest.mark.parametrize("config", ["pynq", "pynq_mul"])
+def test_filling_lowers_the_int8_error_and_the_simulator_agrees(config, monkeypatch):
+    model = _model()
+    cal, tests = _samples(8, 1), _samples(4, 2)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = [session.run(None, {"x": x})[0] for x in tests]
+
+    def rel_error(module) -> float:
+        got = [module.run(x, device="cpu")["y"] for x in tests]
+        return float(sum(np.sum((a - b) ** 2) for a, b in zip(got, want)) / sum(np.sum(b ** 2) for b in want))
+
+    filled = compile_module(model, config, calibrate=cal)
+    assert "channel_fill" in filled.notes["calibration"]
+    x = tests[0]
+    assert np.array_equal(filled.run(x, device="cpu")["y"], filled.run(x, device="fsim")["y"])
+    monkeypatch.setattr(build, "plan_channel_fill", lambda g, samples: ChannelFill())
+    plain = compile_module(model, config, calibrate=cal)
+    assert "channel_fill" not in plain.notes["calibration"]
+    # the small channels had 7 bits fewer than the largest; filled, they lose at most HEADROOM_BITS
+    assert rel_error(filled) < rel_error(plain) / 4
+
+
+def test_fill_bits_keep_headroom_cap_and_the_weights_spread():
+    w = np.ones((4, 1, 3, 3), np.float32)
+    amax = np.array([8.0, 1.0, 2.0 ** -20, 0.0])
+    k = fill_bits(amax, w)
+    assert list(k) == [0, 3 - HEADROOM_BITS, MAX_BITS, 0]  # the largest stays, a silent channel stays
+    # weights already spread: a channel may not move past the finest exponent one vector SHR reaches
+    spread = np.ones((2, 1, 3, 3), np.float32)
+    spread[1] *= 2.0 ** -(CHANNEL_SPREAD - 4)
+    k = fill_bits(np.array([1.0, 2.0 ** -6]), spread)
+    assert list(k) == [0, 1]
+    assert list(fill_bits(np.array([1.0, 0.25]), np.zeros((2, 1, 3, 3), np.float32))) == [0, 0]
