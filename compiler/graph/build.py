@@ -101,7 +101,7 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
     if check_range_scale(range_scale) and not model_scales:
         uncorrected, g, scaling = scale_and_correct(uncorrected, g, samples, corrected if bias_correction else None,
                                                     one_shift if requant == "pow2" else None)
-        fill = plan_channel_fill(g, samples)  # depthwise inputs the host quantizes, per channel (channel_fill.py)
+        fill = plan_channel_fill(g, samples)  # conv inputs the host quantizes, per channel (channel_fill.py)
         if fill.bits:
             uncorrected = apply_channel_fill(uncorrected, fill)
             g = corrected(uncorrected)

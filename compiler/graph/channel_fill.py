@@ -18,7 +18,8 @@ by 2**k[c], so the float function is unchanged.
   capped so that the layer's weight exponents stay within what one vector SHR spans
   (`channel_scales.CHANNEL_SPREAD`).
 - Dense (group-1) convs: dividing weight column c moves quantization noise from channel c's activation
-  to its weights.  Filling in full was worse on the text detector (0.92 against 0.95 without it).
+  to its weights.  Filling in full was worse on the text detector (map cosine 0.92 against 0.95 with
+  only the depthwise inputs filled, 160x160).
   So `balanced_bits` takes the power of two that balances the two noise terms, estimated from the
   calibration samples, within the same bounds.  With that balance the detector's map cosine went from
   0.824 to 0.913.
@@ -41,8 +42,8 @@ from vtakit.compiler.graph.quantize import EXP_RANGE, ideal_exponent, precision_
 
 HEADROOM_BITS = 1
 """A filled channel stops this many bits below the tensor's calibrated maximum.  With 0 bits the text
-detector scored the same (probability map cosine 0.952 vs 0.950), but a channel scaled right up to
-the edge clips as soon as a test input goes past its calibration maximum."""
+detector scored the same (depthwise inputs only, 160x160: map cosine 0.952 vs 0.950), but a channel
+scaled right up to the edge clips as soon as a test input goes past its calibration maximum."""
 MAX_BITS = 8
 """The most one channel is scaled up (2**8).  A channel nearly silent on the calibration samples must not
 be blown up to the edge of the range."""
@@ -122,9 +123,9 @@ def balanced_bits(amax: np.ndarray, msq: np.ndarray, w: np.ndarray) -> np.ndarra
     noise from channel c's activation (sum_o w[o, c]**2 * (step_x / r)**2) to its weights
     (mean x_c**2 * kh * kw * sum_o step_w[o]**2 * r**2); r = the fourth root of their ratio balances the
     two, rounded to a power of two, within the fill's bounds (`fill_bits`)."""
-    top = float(np.max(amax))
+    top, room = _room(amax)
     if top <= 0:
-        return np.zeros(amax.size, np.int64)
+        return room
     step_x = top / 127
     step_w = np.max(np.abs(w.reshape(w.shape[0], -1)), axis=1) / 127
     taps = w.shape[2] * w.shape[3]
@@ -133,19 +134,23 @@ def balanced_bits(amax: np.ndarray, msq: np.ndarray, w: np.ndarray) -> np.ndarra
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.where((act > 0) & (wgt > 0), (act / np.where(wgt > 0, wgt, 1)) ** 0.25, 1.0)
     k = np.round(np.log2(np.maximum(r, 1.0))).astype(np.int64)
+    return np.minimum(k, room)
+
+
+def _room(amax: np.ndarray) -> tuple[float, np.ndarray]:
+    """(the tensor's maximum, the most bits each channel may be scaled up): up to HEADROOM_BITS below that
+    maximum, at most MAX_BITS, none for a silent channel."""
+    top = float(np.max(amax)) if amax.size else 0.0
+    if top <= 0:
+        return top, np.zeros(amax.size, np.int64)
     live = amax > 0
     room = np.floor(np.log2(top / np.where(live, amax, top))).astype(np.int64) - HEADROOM_BITS
-    return np.where(live, np.clip(np.minimum(k, room), 0, MAX_BITS), 0)
+    return top, np.where(live, np.clip(room, 0, MAX_BITS), 0)
 
 
 def fill_bits(amax: np.ndarray, w: np.ndarray) -> np.ndarray:
     """k[c] for channel maxima `amax` read by depthwise weights w (C, 1, kh, kw): see the module docstring."""
-    top = float(np.max(amax))
-    live = amax > 0
-    if top <= 0:
-        return np.zeros(amax.size, np.int64)
-    k = np.floor(np.log2(top / np.where(live, amax, top))).astype(np.int64) - HEADROOM_BITS
-    k = np.clip(k, 0, MAX_BITS)
+    _, k = _room(amax)
     rows = np.max(np.abs(w.reshape(w.shape[0], -1)), axis=1)
     used = rows > 0
     if used.any():
@@ -154,11 +159,11 @@ def fill_bits(amax: np.ndarray, w: np.ndarray) -> np.ndarray:
         # (3 to spare for the finer exponents best_row_exps may choose) and below the top exponent
         cap = np.minimum(int(np.min(e[used])) + CHANNEL_SPREAD - 3, EXP_RANGE[1]) - e
         k = np.minimum(k, np.maximum(cap, 0))
-    return np.where(live & used, k, 0)
+    return np.where(used, k, 0)
 
 
 def plan_channel_fill(g: Graph, samples: list[dict[str, np.ndarray]]) -> ChannelFill:
-    """The bits of every candidate depthwise conv's input channels, from the samples' channel maxima."""
+    """The bits of every candidate conv's input channels, from the samples' channel statistics."""
     convs = candidates(g)
     if not convs:
         return ChannelFill()
