@@ -131,3 +131,21 @@ def test_balanced_bits_split_the_noise_between_activation_and_weights():
     assert list(k) == [0, min(2, 4 - HEADROOM_BITS)]
     # weights that are far coarser than the activation: no scaling pays
     assert list(balanced_bits(np.array([16.0, 1.0]), np.array([64.0, 1e6]), w)) == [0, 0]
+
+
+def test_cli_compile_says_what_was_filled_and_the_accuracy_report_runs(tmp_path, capsys):
+    import onnx
+
+    from vtakit.cli import main
+
+    onnx.save(_model(), tmp_path / "m.onnx")
+    np.save(tmp_path / "cal.npy", np.stack(_samples(4, 1)))
+    np.save(tmp_path / "x.npy", _samples(1, 2)[0])
+    assert main(["compile", str(tmp_path / "m.onnx"), "--config", "pynq", "--calibrate", str(tmp_path / "cal.npy"),
+                 "-o", str(tmp_path / "m.vtamod")]) == 0
+    assert "channel fill: 1 conv input(s) quantized on the host scaled per channel (12 of 16 channels scaled up)" \
+        in capsys.readouterr().out
+    assert main(["report", str(tmp_path / "m.onnx"), "--accuracy", "--calibrate", str(tmp_path / "cal.npy"),
+                 "--input", str(tmp_path / "x.npy")]) == 0
+    text = capsys.readouterr().out
+    assert "SQNR" in text and "output y" in text
