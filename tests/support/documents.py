@@ -70,3 +70,19 @@ def map_agreement(ref: np.ndarray, got: np.ndarray) -> tuple[float, float]:
     a, b = r > THRESHOLD, g > THRESHOLD
     union = np.count_nonzero(a | b)
     return cos, float(np.count_nonzero(a & b) / union) if union else 1.0
+
+
+def text_strips(pages: list[np.ndarray], per_page: int, seed: int, height: int = 48, width: int = 320
+                ) -> list[np.ndarray]:
+    """Seeded horizontal strips (an eighth of a page high, full width) resized to height x width: the
+    text-line inputs of PP-OCR's direction classifier and recognizer."""
+    from skimage.transform import resize
+
+    rng = np.random.default_rng(seed)
+    strips = []
+    for page in pages:
+        h = page.shape[0]
+        for _ in range(per_page):
+            top = int(rng.integers(0, h - h // 8))
+            strips.append(resize(page[top: top + h // 8], (height, width), anti_aliasing=True).astype(np.float32))
+    return strips

@@ -116,39 +116,50 @@ def agreement(ref: np.ndarray, got: np.ndarray) -> Agreement:
     return Agreement(top1, top5, float(cos.mean()), float(cos.min()))
 
 
-PPOCR_DET_VAR = "VTAKIT_PPOCR_DET"
+PPOCR_DIR_VAR = "VTAKIT_PPOCR_DIR"
 PPOCR_WHEEL = "rapidocr-onnxruntime==1.4.4"
-PPOCR_DET_FILE = "ch_PP-OCRv4_det_infer.onnx"
+PPOCR_FILES = {"det": "ch_PP-OCRv4_det_infer.onnx",  # text detector (DBNet), NCHW -> probability map
+               "cls": "ch_ppocr_mobile_v2.0_cls_infer.onnx",  # text-line direction classifier, 48 x W
+               "rec": "ch_PP-OCRv4_rec_infer.onnx"}  # text-line recognizer, 48 x W -> per-timestep softmax
 PPOCR_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 PPOCR_STD = np.array([0.229, 0.224, 0.225], np.float32)
 
 
-def ppocr_det_path() -> Path:
-    """PP-OCRv4's text detector from RapidOCR's wheel (installed without its dependencies by `make install`:
-    only the ONNX file is read), found without importing the package (its import needs OpenCV)."""
-    if (p := _file_from_env(PPOCR_DET_VAR)) is not None:
-        return p
-    spec = importlib.util.find_spec("rapidocr_onnxruntime")
-    p = Path(spec.origin).parent / "models" / PPOCR_DET_FILE if spec and spec.origin else None
+def ppocr_path(name: str = "det") -> Path:
+    """One of PP-OCR's ONNX files from RapidOCR's wheel (installed without its dependencies by `make
+    install`: only the ONNX files are read), found without importing the package (its import needs
+    OpenCV), or in the folder VTAKIT_PPOCR_DIR names."""
+    if os.environ.get(PPOCR_DIR_VAR):
+        p = Path(os.environ[PPOCR_DIR_VAR]) / PPOCR_FILES[name]
+    else:
+        spec = importlib.util.find_spec("rapidocr_onnxruntime")
+        p = Path(spec.origin).parent / "models" / PPOCR_FILES[name] if spec and spec.origin else None
     if p is None or not p.is_file():
-        raise ModelMissing(f"pretrained PP-OCRv4 text detector absent: `pip install --no-deps {PPOCR_WHEEL}` "
-                           f"or set {PPOCR_DET_VAR} to its .onnx")
+        raise ModelMissing(f"pretrained PP-OCR network {PPOCR_FILES[name]} absent: `pip install --no-deps "
+                           f"{PPOCR_WHEEL}` or set {PPOCR_DIR_VAR} to a folder holding it")
     return p
 
 
-def ppocr_det_model(size: int):
-    """The float ONNX text detector (a DBNet: PP-LCNetV3 backbone, hardswish, 14 depthwise convs) with its
-    input fixed to (1, 3, size, size); its output is the text probability map (1, 1, size, size)."""
+def ppocr_model(name: str, height: int, width: int):
+    """A float PP-OCR ONNX model with its input fixed to (1, 3, height, width).  "det" (a DBNet: PP-LCNetV3
+    backbone, hardswish, 14 depthwise convs) outputs the text probability map (1, 1, height, width)."""
     import onnx
 
-    model = onnx.load(ppocr_det_path())
+    model = onnx.load(ppocr_path(name))
     dims = model.graph.input[0].type.tensor_type.shape.dim
-    for d, v in zip(dims, (1, 3, size, size)):
+    for d, v in zip(dims, (1, 3, height, width)):
         d.ClearField("dim_param")
         d.dim_value = v
     return model
 
 
-def ppocr_preprocess(rgb: np.ndarray) -> np.ndarray:
-    """An RGB float image in [0, 1] (H, W, 3) as the detector's (3, H, W) input (ImageNet normalization)."""
-    return ((rgb - PPOCR_MEAN) / PPOCR_STD).transpose(2, 0, 1).astype(np.float32)
+def ppocr_det_model(size: int):
+    """The text detector for size x size inputs."""
+    return ppocr_model("det", size, size)
+
+
+def ppocr_preprocess(rgb: np.ndarray, name: str = "det") -> np.ndarray:
+    """An RGB float image in [0, 1] (H, W, 3) as a PP-OCR network's (3, H, W) input: ImageNet normalization
+    for the detector, (x - 0.5) / 0.5 for the text-line networks."""
+    x = (rgb - PPOCR_MEAN) / PPOCR_STD if name == "det" else (rgb - 0.5) / 0.5
+    return x.transpose(2, 0, 1).astype(np.float32)
