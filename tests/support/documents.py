@@ -2,8 +2,8 @@
 
 A text detector calibrated on photos of scenes sees none of the sharp, high-contrast strokes it is
 built for, so its calibration samples are pages rendered here with matplotlib (seeded words, sizes,
-positions, ink and paper shades); its test images are views of a real scan this repository did not make, scikit-image's
-`page` (a book page), whole and in crops.
+positions, ink and paper shades).  Its test images are views of a real scan this repository did not
+make: scikit-image's `page` (a book page), whole and in crops.
 """
 
 from __future__ import annotations

