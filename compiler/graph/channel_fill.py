@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from vtakit.compiler.graph.channel_scales import CHANNEL_SPREAD
-from vtakit.compiler.graph.equalize import has_const_weights
+from vtakit.compiler.graph.equalize import has_const_weights, is_depthwise
 from vtakit.compiler.graph.execute import run_graph
 from vtakit.compiler.graph.ir import Graph, Node
 from vtakit.compiler.graph.quantize import EXP_RANGE, ideal_exponent, precision_plan
@@ -48,8 +48,6 @@ MAX_BITS = 8
 """The most one channel is scaled up (2**8).  A channel nearly silent on the calibration samples must not
 be blown up to the edge of the range."""
 SUFFIX = ".channel_fill"
-BALANCE_DENSE = True
-"""Dense convs reading a host-quantized tensor are scaled too (`balanced_bits`); False keeps to depthwise."""
 
 
 @dataclass(frozen=True)
@@ -64,25 +62,23 @@ class ChannelFill:
                 f"({scaled} of {total} channels scaled up)")
 
 
+def _conv2d(g: Graph, n: Node) -> bool:
+    """A 2-D conv with constant weights (the shapes the per-channel factors are written for)."""
+    return has_const_weights(g, n) and n.op == "Conv" and g.consts[n.inputs[1]].ndim == 4
+
+
 def _is_depthwise(g: Graph, n: Node) -> bool:
-    if n.op != "Conv" or not has_const_weights(g, n):
-        return False
-    w = g.consts[n.inputs[1]]
-    return n.attrs.get("group", 1) > 1 and w.ndim == 4 and w.shape[1] == 1 and w.shape[0] == n.attrs["group"]
-
-
-def _is_dense_conv(g: Graph, n: Node) -> bool:
-    return n.op == "Conv" and has_const_weights(g, n) and n.attrs.get("group", 1) == 1 and g.consts[n.inputs[1]].ndim == 4
+    return _conv2d(g, n) and is_depthwise(g, n)
 
 
 def candidates(g: Graph) -> list[Node]:
     """Convs computed in int8 whose input the host quantizes (a float op's output or a graph input):
-    depthwise ones, and with BALANCE_DENSE group-1 ones."""
+    depthwise ones and group-1 ones."""
     plan = precision_plan(g)
     made_by = g.producers()
     found = []
     for n in g.nodes:
-        if n.name not in plan.int8 or not (_is_depthwise(g, n) or (BALANCE_DENSE and _is_dense_conv(g, n))):
+        if n.name not in plan.int8 or not _conv2d(g, n) or not (_is_depthwise(g, n) or n.attrs.get("group", 1) == 1):
             continue
         x = n.inputs[0]
         producer = made_by.get(x)
@@ -111,10 +107,12 @@ def channel_stats(g: Graph, tensors: set[str], samples: list[dict[str, np.ndarra
             old = sums.get(name, [0.0, 0])
             sums[name] = [old[0] + sq, old[1] + count]
 
+    inner = bool(tensors - set(g.inputs))  # only graph inputs (a first conv's): the feeds alone tell
     for feeds in samples:
         for name, v in feeds.items():
             observe(name, np.asarray(v))
-        run_graph(g, feeds, observer=observe)
+        if inner:
+            run_graph(g, feeds, observer=observe)
     return amax, {t: s / n for t, (s, n) in sums.items()}
 
 

@@ -44,7 +44,7 @@ def has_const_weights(g: Graph, n: Node) -> bool:
     return n.op in ("Conv", "Dense") and len(n.inputs) > 1 and g.is_const(n.inputs[1])
 
 
-def _depthwise(g: Graph, n: Node) -> bool:
+def is_depthwise(g: Graph, n: Node) -> bool:
     w = g.consts[n.inputs[1]]
     return n.op == "Conv" and n.attrs.get("group", 1) > 1 and w.shape[1] == 1 and n.attrs["group"] == w.shape[0]
 
@@ -64,13 +64,13 @@ def equalizable_pairs(g: Graph, clip_as_relu: bool = False) -> list[tuple[Node, 
     for n in g.nodes:
         if not has_const_weights(g, n) or n.outputs[0] in g.outputs or not _commutes(n, clip_as_relu):
             continue
-        if n.attrs.get("group", 1) > 1 and not _depthwise(g, n):
+        if n.attrs.get("group", 1) > 1 and not is_depthwise(g, n):
             continue
         readers = users.get(n.outputs[0], [])
         if len(readers) != 1 or not has_const_weights(g, readers[0]) or readers[0].inputs[0] != n.outputs[0]:
             continue
         m = readers[0]
-        if m.op != n.op or (m.attrs.get("group", 1) > 1 and not _depthwise(g, m)):
+        if m.op != n.op or (m.attrs.get("group", 1) > 1 and not is_depthwise(g, m)):
             continue
         pairs.append((n, m))
     return pairs
@@ -82,7 +82,7 @@ def _out_ranges(w: np.ndarray) -> np.ndarray:
 
 def _in_ranges(g: Graph, m: Node) -> np.ndarray:
     w = g.consts[m.inputs[1]]
-    if m.op == "Conv" and _depthwise(g, m):
+    if m.op == "Conv" and is_depthwise(g, m):
         return _out_ranges(w)
     return np.max(np.abs(np.moveaxis(w, 1, 0).reshape(w.shape[1], -1)), axis=1)
 
@@ -109,7 +109,7 @@ def equalize(graph: Graph, clip_as_relu: bool = False, rounds: int = EQUALIZE_RO
                 n.inputs[2] = _set_const(g, n, "bias", g.consts[n.inputs[2]] / s)
             if clip_as_relu and n.attrs.get("act", (0.0, math.inf))[1] != math.inf:
                 n.attrs["act"] = (0.0, math.inf)
-            if m.op == "Conv" and _depthwise(g, m):
+            if m.op == "Conv" and is_depthwise(g, m):
                 w2 = w2 * s.reshape((-1,) + (1,) * (w2.ndim - 1))
             else:
                 w2 = w2 * s.reshape((1, -1) + (1,) * (w2.ndim - 2))
@@ -150,7 +150,7 @@ def correct_bias(graph: Graph, samples: list[dict[str, np.ndarray]],
         mu = means[n.inputs[0]]
         if n.op == "Dense":
             shift = dw @ mu
-        elif _depthwise(g, n):
+        elif is_depthwise(g, n):
             shift = dw.reshape(w.shape[0], -1).sum(axis=1) * mu
         elif n.attrs.get("group", 1) == 1:
             shift = dw.reshape(w.shape[0], w.shape[1], -1).sum(axis=2) @ mu
