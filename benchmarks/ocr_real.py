@@ -54,8 +54,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     import onnxruntime as ort
 
-    pages = docs.calibration_pages(8, 320)
-    scans = docs.test_scans(320)
+    side = args.size if det else 320  # the text lines are cut from 320 x 320 pages
+    pages = docs.calibration_pages(8, side)
+    scans = docs.test_scans(side)
     if det:
         cal_images, views = pages, scans
     else:

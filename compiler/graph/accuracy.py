@@ -103,6 +103,9 @@ def accuracy_report(float_graph: Graph, int8_graph: Graph, feeds: dict[str, np.n
     """Per-node comparison of `int8_graph` (quantize's output) with `float_graph` on `feeds`."""
     fvals, qvals = _values(float_graph, feeds), _values(int8_graph, feeds)
     fnodes = {n.name: n for n in float_graph.nodes}
+    # an int32 accumulator with per-channel weight exponents: its Dequantize's factors (quantize.wide_output)
+    channel_scales = {n.inputs[0]: int8_graph.consts[n.inputs[1]] for n in int8_graph.nodes
+                      if n.op == "Dequantize" and len(n.inputs) > 1}
     rep = AccuracyReport()
     for n in int8_graph.nodes:
         out = n.outputs[0]
@@ -113,7 +116,7 @@ def accuracy_report(float_graph: Graph, int8_graph: Graph, feeds: dict[str, np.n
         ref = fvals.get(f.outputs[0])
         if ref is None:
             raise CompileError(f"the float graph computed no value for {f.outputs[0]!r}", node=n.name)
-        deq = qvals[out].astype(np.float64) * 2.0 ** -info.exp
+        deq = qvals[out].astype(np.float64) * 2.0 ** -info.exp * channel_scales.get(out, 1.0)
         sqnr, cos = compare(ref, deq)
         clipped = 0.0
         if info.dtype == "int8":

@@ -261,8 +261,8 @@ FLOAT_SCALE_KEY = "qdq_scale"
 
 def seed_weight_cache(g: Graph, scales: QdqScales, cache: dict, weight_nodes,
                       float_scales: bool = False) -> tuple[list[str], list[str]]:
-    """Put the model's weight exponents where `quantize` looks first (its weight cache, keyed
-    (node, keeps int32)), and with `float_scales` (multipliers) the float scales that are not powers of
+    """Put the model's weight exponents where `quantize` looks first (its weight cache, keyed by
+    node), and with `float_scales` (multipliers) the float scales that are not powers of
     two; returns (the nodes keeping power-of-two exponents, the nodes keeping float scales)."""
     pow2, floats = [], []
     for n in weight_nodes:
@@ -270,8 +270,7 @@ def seed_weight_cache(g: Graph, scales: QdqScales, cache: dict, weight_nodes,
         e = scales.weight_exps(w)
         if e is None:
             continue
-        cache[(n.name, False)] = e
-        cache[(n.name, True)] = np.full_like(e, int(e.min()))  # one exponent: the coarsest channel's
+        cache[n.name] = e
         s = scales.float_weight_scales(w) if float_scales else None
         if s is not None:
             cache[(FLOAT_SCALE_KEY, n.name)] = s

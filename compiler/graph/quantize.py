@@ -309,17 +309,15 @@ def _weight_exp(w: np.ndarray) -> int:
     return min(candidate_exponents(float(np.max(np.abs(w)))), key=lambda e: (_weight_error(w, e), e))
 
 
-def _weight_exps(w: np.ndarray, wide: bool) -> np.ndarray:
-    """One exponent per output channel where that pays (`channel_scales.weight_exps`); a conv/dense
-    that keeps its int32 accumulator (dequantized with one exponent) keeps one per tensor."""
-    if wide:
-        return np.full(w.shape[0], _weight_exp(w), np.int64)
+def _weight_exps(w: np.ndarray) -> np.ndarray:
+    """One exponent per output channel where that pays (`channel_scales.weight_exps`).  A conv/dense that
+    keeps its int32 accumulator takes them too: the host's Dequantize scales its channels apart."""
     return weight_exps(w, _weight_exp, ideal_exponent, EXP_RANGE[1])
 
 
 def one_shift(w: np.ndarray) -> bool:
     """Whether power-of-two weights w requantize with one shift for all output channels (no shift vector)."""
-    e = _weight_exps(w, wide=False)
+    e = _weight_exps(w)
     return bool(np.all(e == e[0]))
 
 
@@ -329,7 +327,7 @@ def weight_roundtrip(w: np.ndarray, requant: str = "pow2") -> np.ndarray:
     scales with requant "multiplier" (fixed_point.py)."""
     if requant == "multiplier":
         return fixed_point.weight_roundtrip(w)
-    e = _weight_exps(w, wide=False).reshape((-1,) + (1,) * (w.ndim - 1))
+    e = _weight_exps(w).reshape((-1,) + (1,) * (w.ndim - 1))
     return _q(w, e, -127, 127, np.int32).astype(np.float64) * 2.0 ** -e
 
 
@@ -356,11 +354,13 @@ def _linear_requant(w: np.ndarray, bias: np.ndarray, e_x: int, e_w: np.ndarray, 
                     act) -> tuple[np.ndarray, np.ndarray, dict]:
     """Quantized weights and bias (int64, unclipped) of a conv/dense and its requantizing attributes:
     per output channel c, y = clip((acc + bias_q) >> (e_x + e_w[c] - e_y)) with the shift's half-LSB in
-    bias_q (round to nearest); `e_y` None keeps the int32 accumulator (every e_w[c] equal)."""
+    bias_q (round to nearest); `e_y` None keeps the int32 accumulator, channel c counting
+    2**-(e_x + e_w[c]) (`wide_output`)."""
+    e_w = fit_bias(e_w, bias, e_x)
     if e_y is not None:
         # a shift of 32 or more leaves only the sign of an int32 accumulator: such a channel (its
         # weights tiny next to the others') gets the coarsest exponent a shift of 31 expresses
-        e_w = np.minimum(fit_bias(e_w, bias, e_x), 31 + e_y - e_x)
+        e_w = np.minimum(e_w, 31 + e_y - e_x)
     w_q = _q(w, e_w.reshape((-1,) + (1,) * (w.ndim - 1)), -127, 127, np.int8)
     bias_q = _q(bias, e_x + e_w, -2 ** 31, 2 ** 31 - 1, np.int64)
     attrs: dict = dict(weight_exp=channel_attr(e_w))
@@ -369,6 +369,20 @@ def _linear_requant(w: np.ndarray, bias: np.ndarray, e_x: int, e_w: np.ndarray, 
         bias_q = bias_q + np.where(shifts > 0, np.left_shift(1, np.maximum(shifts - 1, 0)), 0)
         attrs.update(shift=channel_attr(shifts), clip=_qclip(act, e_y))
     return w_q, bias_q, attrs
+
+
+def wide_output(shape: tuple[int, ...], e_x: int, weight_exp: int | tuple[int, ...]
+                ) -> tuple[TensorInfo, np.ndarray | None]:
+    """The int32 accumulator a conv/dense keeps for the host, and the per-channel factors its Dequantize
+    multiplies by (None with one weight exponent).  Channel c's integers count 2**-(e_x + e_w[c]); the
+    tensor's exponent is the finest channel's, e_x + max(e_w), so channel c is then multiplied by
+    2**(max(e_w) - e_w[c]), a power of two: exact in float32."""
+    e_w = np.atleast_1d(np.asarray(weight_exp, np.int64))
+    info = TensorInfo(shape, "int32", e_x + int(e_w.max()))
+    if e_w.size == 1:
+        return info, None
+    per = (1, -1) + (1,) * (len(shape) - 2)
+    return info, np.exp2(e_w.max() - e_w).astype(np.float32).reshape(per)
 
 
 def _q(value: np.ndarray, e, lo: int, hi: int, dtype) -> np.ndarray:
@@ -400,16 +414,16 @@ def quantize(graph: Graph, cal: Calibration, weight_cache: dict | None = None) -
     wexp = {}
     for n in int8_nodes:
         if int8_rule(n.op) == "weights":
-            key = (n.name, n.name in plan.wide)
-            if key not in cache:
-                cache[key] = _weight_exps(g.consts[n.inputs[1]], key[1])
-            wexp[n.name] = cache[key]
+            if n.name not in cache:
+                cache[n.name] = _weight_exps(g.consts[n.inputs[1]])
+            wexp[n.name] = cache[n.name]
     # a multiplier expresses factors above 1 (fixed_point.HEADROOM): no output needs coarsening for its weights
     multiplied = {k for k in wexp if fixed and k not in plan.wide and k not in pow2_nodes}
     headroom = {k: fixed_point.HEADROOM if k in multiplied else 0 for k in wexp}
     pairs = wide_pairs(g, plan.int8, plan.wide)  # conv output -> skip: the conv keeps extra bits
     exp = assign_exponents(g, cal, int8_nodes, {k: int(e.min()) + headroom[k] for k, e in wexp.items()}, pairs)
     widened: dict[str, int] = {}  # wide conv output -> k
+    channel_scale: dict[str, np.ndarray] = {}  # int32 conv output -> its channels' factors after Dequantize
     q = Graph([], {}, list(g.inputs), list(g.outputs), {}, g.name, dict(g.notes))
     for t in g.inputs:
         q.tensors[t] = g.tensors[t]
@@ -438,8 +452,8 @@ def quantize(graph: Graph, cal: Calibration, weight_cache: dict | None = None) -
             return t
         src = qname[t]
         q.tensors[t] = TensorInfo(g.tensors[t].shape, "float32")
-        q.nodes.append(Node("Dequantize", q.fresh_name(f"{t}.dequantize"), [src], [t],
-                            dict(exp=q.tensors[src].exp)))
+        ins = [src] + ([q.add_const(f"{t}.channel_scale", channel_scale[t])] if t in channel_scale else [])
+        q.nodes.append(Node("Dequantize", q.fresh_name(f"{t}.dequantize"), ins, [t], dict(exp=q.tensors[src].exp)))
         fname[t] = t
         return t
 
@@ -471,7 +485,9 @@ def quantize(graph: Graph, cal: Calibration, weight_cache: dict | None = None) -
             if out in widened:
                 info = TensorInfo(g.tensors[out].shape, "int32", exp[out] + widened[out])
             elif wide:
-                info = TensorInfo(g.tensors[out].shape, "int32", exp[n.inputs[0]] + requant["weight_exp"])
+                info, scale = wide_output(g.tensors[out].shape, exp[n.inputs[0]], requant["weight_exp"])
+                if scale is not None:
+                    channel_scale[out] = scale
             else:
                 info = TensorInfo(g.tensors[out].shape, "int8", exp[out])
             if np.any(bias_q) or len(n.inputs) > 2:

@@ -42,7 +42,7 @@ class LayerRow:
 class OutputRow:
     name: str
     shape: tuple[int, ...]
-    precision: str  # "float", "dequantized int8" or "dequantized int32"
+    precision: str  # "float", "dequantized int8" or "dequantized int32" (" per channel": the finest step shown)
     step: float | None  # the dequantized values' resolution, 2**-exp (None: float)
     source: str  # the node that computed the value, "name (op)"
 
@@ -69,7 +69,8 @@ def output_rows(graph) -> list[OutputRow]:
         if n is not None and n.op == "Dequantize":
             src = graph.tensors[n.inputs[0]]
             m = origin(n.inputs[0])
-            rows.append(OutputRow(o, info.shape, f"dequantized {src.dtype}", 2.0 ** -src.exp,
+            per_channel = " per channel" if len(n.inputs) > 1 else ""  # the finest channel's step below
+            rows.append(OutputRow(o, info.shape, f"dequantized {src.dtype}{per_channel}", 2.0 ** -src.exp,
                                   f"{m.name} ({m.op})" if m else f"input {n.inputs[0]}"))
         else:
             rows.append(OutputRow(o, info.shape, "float", None, f"{n.name} ({n.op})" if n else f"input {o}"))

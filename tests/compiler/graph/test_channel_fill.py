@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 import vtakit.compiler.graph.build as build
 from vtakit.compiler.graph import compile_module
 from vtakit.compiler.graph.build import optimize
-from vtakit.compiler.graph.channel_fill import (HEADROOM_BITS, MAX_BITS, ChannelFill, apply_channel_fill,
+from vtakit.compiler.graph.channel_fill import (BALANCE_EXTRA_BITS, HEADROOM_BITS, MAX_BITS, ChannelFill, apply_channel_fill,
                                                 balanced_bits, candidates, fill_bits, plan_channel_fill)
 from vtakit.compiler.graph.channel_scales import CHANNEL_SPREAD
 from vtakit.compiler.graph.execute import run_graph
@@ -126,11 +126,14 @@ def test_a_dense_conv_reading_a_host_tensor_is_balanced_and_the_float_function_k
 def test_balanced_bits_split_the_noise_between_activation_and_weights():
     w = np.ones((4, 2, 1, 1), np.float32)
     # channel 1 peaks 16x below channel 0: its activation noise over its weights' is 16**2 / its mean
-    # square (1) = 256, so r = 256 ** (1/4) = 4 (2 bits), within the room floor(log2 16) - HEADROOM_BITS
+    # square (1) = 256, so r = 256 ** (1/4) = 4 (2 bits) plus the extra bit, within the room
+    # floor(log2 16) - HEADROOM_BITS; channel 0 has no room
     k = balanced_bits(np.array([16.0, 1.0]), np.array([64.0, 1.0]), w)
-    assert list(k) == [0, min(2, 4 - HEADROOM_BITS)]
-    # weights that are far coarser than the activation: no scaling pays
-    assert list(balanced_bits(np.array([16.0, 1.0]), np.array([64.0, 1e6]), w)) == [0, 0]
+    assert list(k) == [0, min(2 + BALANCE_EXTRA_BITS, 4 - HEADROOM_BITS)]
+    # weights that are far coarser than the activation: only the extra bit
+    assert list(balanced_bits(np.array([16.0, 1.0]), np.array([64.0, 1e6]), w)) == [0, BALANCE_EXTRA_BITS]
+    # a channel one bit below the top has no room at all
+    assert list(balanced_bits(np.array([16.0, 8.0]), np.array([64.0, 1.0]), w)) == [0, 0]
 
 
 def test_cli_compile_says_what_was_filled_and_the_accuracy_report_runs(tmp_path, capsys):

@@ -115,3 +115,51 @@ def test_channel_shifts_stay_below_32():
     e_w = np.array([7, 7, 7, 22])
     _, _, attrs = _linear_requant(w, np.zeros(4, np.float32), 10, e_w, -2, None)
     assert max(attrs["shift"]) == 31 and min(attrs["shift"]) == 19
+
+
+def _wide_model() -> onnx.ModelProto:
+    """conv (output channels 2**0 .. 2**-9 as large) -> sigmoid (a float op on the host) -> conv ->
+    flatten -> gemm (rows as unlike): both the conv and the classifier keep their int32 accumulators."""
+    gains = (2.0 ** -(np.arange(16) % 10)).astype(np.float32)
+    w1 = (RNG.standard_normal((16, 8, 3, 3)) * 0.2 * 2.0 ** -(np.arange(16) % 10)[:, None, None, None]).astype(np.float32)
+    w2 = (RNG.standard_normal((16, 16, 1, 1)) * 0.3).astype(np.float32)
+    wf = (RNG.standard_normal((10, 16 * 4 * 4)) * 0.05 * 2.0 ** -np.arange(10)[:, None]).astype(np.float32)
+    inits = [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (gains, "b1"), (w2, "w2"), (wf, "wf"))]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["c1"], ["s"]),
+             helper.make_node("Conv", ["s", "w2"], ["c2"]),
+             helper.make_node("Relu", ["c2"], ["r"]),
+             helper.make_node("Flatten", ["r"], ["f"]),
+             helper.make_node("Gemm", ["f", "wf"], ["y"], transB=1)]
+    g = helper.make_graph(nodes, "wide_per_channel", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_int32_results_keep_per_channel_weight_exponents_and_the_host_scales_them_apart():
+    """A conv whose result only the host reads keeps its int32 accumulator; its channels count steps of
+    2**-(e_x + e_w[c]) and the Dequantize multiplies each by a power of two: no accelerator cycle, the
+    small channels keep their int8 weight resolution, same bits on host, fsim and cycle model."""
+    model = _wide_model()
+    samples = [RNG.standard_normal((1, 8, 4, 4)).astype(np.float32) for _ in range(4)]
+    module = vtakit.compile(model, "pynq", calibrate=samples)
+    wide = [n for n in module.graph.nodes if n.op in ("QConv", "QDense")
+            and module.graph.tensors[n.outputs[0]].dtype == "int32"]
+    assert [n.name for n in wide] == ["Conv_0", "Gemm_5"]
+    for n in wide:
+        e_w = np.asarray(n.attrs["weight_exp"])
+        assert e_w.size > 1 and e_w.max() - e_w.min() >= 5           # per channel
+        dq = [d for d in module.graph.nodes if d.op == "Dequantize" and d.inputs[0] == n.outputs[0]]
+        factor = module.graph.consts[dq[0].inputs[1]].ravel()
+        assert np.array_equal(factor, 2.0 ** (e_w.max() - e_w))
+        assert module.graph.tensors[n.outputs[0]].exp == module.graph.tensors[n.inputs[0]].exp + e_w.max()
+    assert {"Conv_0", "Gemm_5"} <= {t.node for t in module.vta_tasks()}   # both on the accelerator
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for x in samples[:2]:
+        ref = module.run(x, device="cpu")["y"]
+        assert np.array_equal(module.run(x, device="fsim")["y"], ref)
+        assert np.array_equal(module.run(x, device="sim")["y"], ref)
+        want = sess.run(None, {"x": x})[0]
+        small = slice(5, 10)                                          # rows 2**-5 .. 2**-9 as large
+        rel = np.linalg.norm(ref[0, small] - want[0, small]) / np.linalg.norm(want[0, small])
+        assert rel < 0.05, rel
