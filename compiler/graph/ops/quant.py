@@ -129,6 +129,8 @@ register(OpDef("QLinear", _infer_dq, _unreachable, None, ("QLinearConv", "QLinea
                (10, 21), doc="imports as DequantizeLinear -> Conv/MatMul -> QuantizeLinear"),
          {"QLinearConv": Precision.INT8, "QLinearMatMul": Precision.INT8})  # their float op, re-quantized
 register(OpDef("Quantize", _infer_q8, lambda n, a, k: k.quantize(a[0], n.attrs["exp"]), None))
+
+
 def _run_dequantize(node: Node, args: list, k) -> object:
     """q * 2**-exp; an int32 accumulator with per-channel weight exponents (quantize.wide_output) then
     times its channels' power-of-two factors, the node's second input."""
