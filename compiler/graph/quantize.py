@@ -60,6 +60,7 @@ from vtakit.compiler.graph.execute import check_feeds, run_graph
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.onnx_frontend import PRECISION
 from vtakit.compiler.graph.ops import Precision, int8_rule, op_def, precision_of
+from vtakit.compiler.graph.weight_rounding import ROUNDED_KEY
 from vtakit.compiler.graph.wide_residual import reader_output, wide_pairs, widen
 
 SAME_SCALE_OPS = tuple(op for op, c in PRECISION.items() if c is Precision.NEUTRAL)
@@ -309,7 +310,7 @@ def _weight_exp(w: np.ndarray) -> int:
     return min(candidate_exponents(float(np.max(np.abs(w)))), key=lambda e: (_weight_error(w, e), e))
 
 
-def _weight_exps(w: np.ndarray) -> np.ndarray:
+def weight_exponents(w: np.ndarray) -> np.ndarray:
     """One exponent per output channel where that pays (`channel_scales.weight_exps`).  A conv/dense that
     keeps its int32 accumulator takes them too: the host's Dequantize scales its channels apart."""
     return weight_exps(w, _weight_exp, ideal_exponent, EXP_RANGE[1])
@@ -317,7 +318,7 @@ def _weight_exps(w: np.ndarray) -> np.ndarray:
 
 def one_shift(w: np.ndarray) -> bool:
     """Whether power-of-two weights w requantize with one shift for all output channels (no shift vector)."""
-    e = _weight_exps(w)
+    e = weight_exponents(w)
     return bool(np.all(e == e[0]))
 
 
@@ -327,7 +328,7 @@ def weight_roundtrip(w: np.ndarray, requant: str = "pow2") -> np.ndarray:
     scales with requant "multiplier" (fixed_point.py)."""
     if requant == "multiplier":
         return fixed_point.weight_roundtrip(w)
-    e = _weight_exps(w).reshape((-1,) + (1,) * (w.ndim - 1))
+    e = weight_exponents(w).reshape((-1,) + (1,) * (w.ndim - 1))
     return _q(w, e, -127, 127, np.int32).astype(np.float64) * 2.0 ** -e
 
 
@@ -337,31 +338,37 @@ def graph_roundtrip(g: Graph, requant: str):
     if requant != "multiplier":
         return weight_roundtrip
     plan = precision_plan(g)
-    wide = {_bytes_key(g.consts[n.inputs[1]]) for n in g.nodes if n.name in plan.wide}
+    wide = {weights_key(g.consts[n.inputs[1]]) for n in g.nodes if n.name in plan.wide}
 
     def roundtrip(w: np.ndarray) -> np.ndarray:
-        return weight_roundtrip(w, "pow2" if _bytes_key(w) in wide else requant)
+        return weight_roundtrip(w, "pow2" if weights_key(w) in wide else requant)
 
     return roundtrip
 
 
-def _bytes_key(w: np.ndarray) -> tuple:
+def weights_key(w: np.ndarray) -> tuple:
+    """A weight array's identity by value: the graphs passes see are copies of each other."""
     a = np.ascontiguousarray(w)
     return a.shape, a.dtype.str, hash(a.tobytes())
 
 
 def _linear_requant(w: np.ndarray, bias: np.ndarray, e_x: int, e_w: np.ndarray, e_y: int | None,
-                    act) -> tuple[np.ndarray, np.ndarray, dict]:
+                    act, rounded: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray, dict]:
     """Quantized weights and bias (int64, unclipped) of a conv/dense and its requantizing attributes:
     per output channel c, y = clip((acc + bias_q) >> (e_x + e_w[c] - e_y)) with the shift's half-LSB in
     bias_q (round to nearest); `e_y` None keeps the int32 accumulator, channel c counting
-    2**-(e_x + e_w[c]) (`wide_output`)."""
+    2**-(e_x + e_w[c]) (`wide_output`).  `rounded`: (exponents, int8 weights) rounded for the layer's
+    output (weight_rounding.py), used for the channels whose exponent is still the one they were
+    rounded at; the others round to nearest."""
     e_w = fit_bias(e_w, bias, e_x)
     if e_y is not None:
         # a shift of 32 or more leaves only the sign of an int32 accumulator: such a channel (its
         # weights tiny next to the others') gets the coarsest exponent a shift of 31 expresses
         e_w = np.minimum(e_w, 31 + e_y - e_x)
     w_q = _q(w, e_w.reshape((-1,) + (1,) * (w.ndim - 1)), -127, 127, np.int8)
+    if rounded is not None:
+        same = np.broadcast_to(rounded[0] == e_w, (w.shape[0],))
+        w_q[same] = rounded[1][same]
     bias_q = _q(bias, e_x + e_w, -2 ** 31, 2 ** 31 - 1, np.int64)
     attrs: dict = dict(weight_exp=channel_attr(e_w))
     if e_y is not None:
@@ -415,7 +422,7 @@ def quantize(graph: Graph, cal: Calibration, weight_cache: dict | None = None) -
     for n in int8_nodes:
         if int8_rule(n.op) == "weights":
             if n.name not in cache:
-                cache[n.name] = _weight_exps(g.consts[n.inputs[1]])
+                cache[n.name] = weight_exponents(g.consts[n.inputs[1]])
             wexp[n.name] = cache[n.name]
     # a multiplier expresses factors above 1 (fixed_point.HEADROOM): no output needs coarsening for its weights
     multiplied = {k for k in wexp if fixed and k not in plan.wide and k not in pow2_nodes}
@@ -477,7 +484,8 @@ def quantize(graph: Graph, cal: Calibration, weight_cache: dict | None = None) -
                                                                  cache.get((FLOAT_SCALE_KEY, n.name)))
             else:
                 w_q, bias_q, requant = _linear_requant(w, bias, exp[n.inputs[0]], wexp[n.name],
-                                                       None if wide else exp[out], n.attrs.get("act"))
+                                                       None if wide else exp[out], n.attrs.get("act"),
+                                                       cache.get((ROUNDED_KEY, n.name)))
             if out in pairs and (widening := widen(g, w_q, bias_q, requant, exp[out] - exp[reader_output(g, out)])):
                 widened[out], bias_q, requant = widening
             ins = [x, q.add_const(f"{n.name}.weight_q", w_q)]

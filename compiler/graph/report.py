@@ -17,6 +17,7 @@ from pathlib import Path
 from rich.table import Table
 
 from vtakit.compiler.graph.channel_fill import ChannelFill
+from vtakit.compiler.graph.weight_rounding import WeightRounding
 from vtakit.compiler.graph.quantize import SAME_SCALE_OPS
 from vtakit.isa.config import HwConfig
 from vtakit.report import save_figure
@@ -229,6 +230,8 @@ def calibration_lines(notes: dict) -> list[str]:
                          f"{r['mean_fill_after']:.3f}")
     if "channel_fill" in notes:
         lines.append(ChannelFill(**notes["channel_fill"]).summary())
+    if "gptq" in notes:
+        lines.append(WeightRounding(**notes["gptq"]).summary())
     if "qdq" in notes:
         q = notes["qdq"]
         lines.append(f"model scales kept: {q['activations']} activation tensors, weights of {len(q['weights'])} nodes"

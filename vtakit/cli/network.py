@@ -150,6 +150,10 @@ def _int8_options(p) -> None:
     p.add_argument("--wide-residual", choices=["on", "off"],
                    help="a conv whose only reader is a residual add keeps up to 6 extra bits into the add instead "
                         "of requantizing to int8 first (configs without LOAD.ACC8; default off)")
+    p.add_argument("--weight-rounding", choices=["gptq", "nearest"],
+                   help="int8 weights rounded for each layer's output on the calibration samples (gptq) or each "
+                        "to nearest; the exponents, programs and cycles are the same. gptq wins where the calibration samples "
+                        "are like the inputs (photos) and loses where they are not (default nearest)")
     p.add_argument("--keep-float", default="", help="NODE,... nodes kept in float on the host")
     p.add_argument("--keep-float-until", type=float, metavar="COSINE",
                    help="also keep the worst layers in float, one at a time, until the mean output cosine on the "
@@ -165,7 +169,8 @@ def _requant_option(p) -> None:
 def _int8_kwargs(args) -> dict:
     """The options the user gave, for compile_module / float_and_int8 (the rest keep their defaults)."""
     given = dict(calibration=args.calibration, equalize=args.equalize, bias_correction=args.bias_correction,
-                 keep_float_until=args.keep_float_until, range_scale=args.range_scale)
+                 keep_float_until=args.keep_float_until, range_scale=args.range_scale,
+                 weight_rounding=args.weight_rounding)
     return {k: v for k, v in given.items() if v is not None} | dict(keep_float=_keep_float(args.keep_float))
 
 
