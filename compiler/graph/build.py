@@ -99,13 +99,15 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
     model_scales: QdqScales = g.notes.get("qdq", QdqScales())
 
     rounded: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # node -> its GPTQ int8 weights (weight_rounding.py)
+    shifts: dict[str, np.ndarray] = {}  # node -> its mean output shift over the real input patches (the same)
 
     def corrected(graph: Graph) -> Graph:
         """The bias correction for graph's int8 weights (a QDQ model's at its own scales, GPTQ's where rounded)."""
         roundtrip = qdq.weight_roundtrip(model_scales, graph_roundtrip(graph, requant), multiplied)
         if rounded:
             roundtrip = rounded_roundtrip(graph, rounded, weights_key, roundtrip)
-        return prepare_for_int8(graph, samples, equalize="off", bias_correction=bias_correction, roundtrip=roundtrip)
+        return prepare_for_int8(graph, samples, equalize="off", bias_correction=bias_correction, roundtrip=roundtrip,
+                                shifts=shifts)
 
     g = corrected(uncorrected)
     scaling, model_factors_note, fill = None, {}, ChannelFill()
@@ -127,7 +129,7 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
     rounding = None
     if gptq and requant == "pow2" and not model_scales:  # on the final weights, before calibration sees g
         weight_nodes = [n.name for n in uncorrected.nodes if int8_rule(n.op) == "weights"]
-        rounded, rounding = plan_rounding(uncorrected, samples, weight_nodes, weight_exponents)
+        rounded, shifts, rounding = plan_rounding(uncorrected, samples, weight_nodes, weight_exponents)
         if rounded and bias_correction:
             g = corrected(uncorrected)
     cal: Calibration = run_calibration(g, samples, calibration)
@@ -169,13 +171,15 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
 
 
 def prepare_for_int8(g: Graph, samples: list[dict[str, np.ndarray]], *, equalize: str = EQUALIZE,
-                     bias_correction: bool = BIAS_CORRECTION, roundtrip=weight_roundtrip) -> Graph:
+                     bias_correction: bool = BIAS_CORRECTION, roundtrip=weight_roundtrip,
+                     shifts: dict[str, np.ndarray] | None = None) -> Graph:
     """The float graph the int8 one is quantized from: channel ranges equalized, biases corrected
-    (`roundtrip`: the weights' int8 value, a QDQ model's at its own scales)."""
+    (`roundtrip`: the weights' int8 value, a QDQ model's at its own scales; `shifts`: measured mean output
+    shifts that replace the estimate, correct_bias)."""
     if check_mode(equalize) != "off":
         g = equalize_ranges(g, clip_as_relu=equalize == "clip-as-relu")
     if bias_correction:
-        g = correct_bias(g, samples, roundtrip)
+        g = correct_bias(g, samples, roundtrip, shifts)
     return g
 
 

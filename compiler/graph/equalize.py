@@ -138,8 +138,10 @@ def input_means(graph: Graph, samples: list[dict[str, np.ndarray]]) -> dict[str,
 
 
 def correct_bias(graph: Graph, samples: list[dict[str, np.ndarray]],
-                 quantized_weight: Callable[[np.ndarray], np.ndarray]) -> Graph:
-    """Subtract from each conv/dense bias the mean output shift its weight quantization causes."""
+                 quantized_weight: Callable[[np.ndarray], np.ndarray],
+                 shifts: dict[str, np.ndarray] | None = None) -> Graph:
+    """Subtract from each conv/dense bias the mean output shift its weight quantization causes: from each
+    input channel's mean, or `shifts[node]` where a caller measured it (weight_rounding.mean_shifts)."""
     g = graph.copy()
     means = input_means(g, samples)
     for n in g.nodes:
@@ -148,7 +150,9 @@ def correct_bias(graph: Graph, samples: list[dict[str, np.ndarray]],
         w = g.consts[n.inputs[1]].astype(np.float64)
         dw = quantized_weight(g.consts[n.inputs[1]]).astype(np.float64) - w
         mu = means[n.inputs[0]]
-        if n.op == "Dense":
+        if shifts and n.name in shifts:
+            shift = shifts[n.name]
+        elif n.op == "Dense":
             shift = dw @ mu
         elif is_depthwise(g, n):
             shift = dw.reshape(w.shape[0], -1).sum(axis=1) * mu

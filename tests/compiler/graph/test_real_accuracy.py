@@ -64,8 +64,8 @@ def test_keep_float_until_meets_the_issue_targets_for_top1_and_cosine(lite0):
 
 
 def test_gptq_weight_rounding_lifts_the_logits_cosine_above_the_defaults(lite0):
-    """weight_rounding="gptq" (weight_rounding.py): measured cosine 0.9940 (worst 0.981) against the
-    defaults' 0.9904 (worst 0.965); the floors sit above the defaults' figures."""
+    """weight_rounding="gptq" (weight_rounding.py): measured 95.8 % / 92.5 % / cosine 0.9943 (worst 0.982)
+    against the defaults' 91.7 % / 90.8 % / 0.9904 (worst 0.965); the floors sit above the defaults'."""
     from vtakit.compiler.graph import compile_module
 
     cal = [real_models.preprocess(v)[None] for _, v in photos.calibration_views(8)]

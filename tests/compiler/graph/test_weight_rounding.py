@@ -115,9 +115,9 @@ def test_layers_with_few_rows_per_input_keep_nearest_rounding():
     g = optimize(import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])))
     few = [{"x": rng.standard_normal((1, 16)).astype(np.float32)} for _ in range(MIN_ROWS_PER_INPUT * 16 - 1)]
     dense = next(n.name for n in g.nodes if n.op == "Dense")
-    rounded, summary = plan_rounding(g, few, [dense], lambda w: np.full(w.shape[0], 6))
-    assert rounded == {} and summary.few_rows == [dense]
-    _, summary = plan_rounding(g, few + few[:1], [dense], lambda w: np.full(w.shape[0], 6))
+    rounded, shifts, summary = plan_rounding(g, few, [dense], lambda w: np.full(w.shape[0], 6))
+    assert rounded == {} and shifts == {} and summary.few_rows == [dense]
+    _, _, summary = plan_rounding(g, few + few[:1], [dense], lambda w: np.full(w.shape[0], 6))
     assert summary.few_rows == [] and summary.considered == 4
 
 
@@ -125,7 +125,7 @@ def test_bias_correction_measures_the_weights_as_rounded():
     g = optimize(import_onnx(_model()))
     samples = [{"x": x} for x in _smooth(6, 0)]
     names = [n.name for n in g.nodes if n.op == "Conv"]
-    rounded, _ = plan_rounding(g, samples, names, lambda w: np.full(w.shape[0], 5))
+    rounded, shifts, _ = plan_rounding(g, samples, names, lambda w: np.full(w.shape[0], 5))
     assert rounded, "the smooth samples give every conv enough rows"
     from vtakit.compiler.graph.quantize import weights_key
 
@@ -135,6 +135,15 @@ def test_bias_correction_measures_the_weights_as_rounded():
             q = rounded[n.name][1]
             np.testing.assert_array_equal(roundtrip(g.consts[n.inputs[1]].copy()), q * 2.0 ** -5)
     assert not roundtrip(np.ones((2, 2), np.float32)).any()  # weights it does not know: the fallback's
+    # the mean output shift bias correction takes for a rounded layer: its error over the real patches,
+    # the stride-2 conv's one-sided padding included
+    stem = g.nodes[0]
+    assert stem.name in shifts
+    w = g.consts[stem.inputs[1]]
+    delta = rounded[stem.name][1] * 2.0 ** -5 - w
+    want = np.mean([conv2d(s["x"], delta.astype(np.float32), stride=2, pads=(0, 0, 1, 1)).mean(axis=(0, 2, 3))
+                    for s in samples], axis=0)
+    np.testing.assert_allclose(shifts[stem.name], want, rtol=1e-4, atol=1e-6)
 
 
 @pytest.mark.parametrize("config", ["pynq", "pynq_mul"])
