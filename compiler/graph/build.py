@@ -31,9 +31,8 @@ from vtakit.compiler.graph.equalize import check_mode, correct_bias, equalize as
 from vtakit.compiler.graph.exponent_search import Progress, check_target, float_outputs, search_exponents
 from vtakit.compiler.graph.exponent_search import keep_float_until as keep_float_until_met
 from vtakit.compiler.graph.quantize import (POW2_NODES_NOTE, REQUANT_NOTE, Calibration, graph_roundtrip, keep_nodes_float,
-                                            one_shift, quantize, strip_fake_quant, weight_exponents, weight_roundtrip,
-                                            weights_key)
-from vtakit.compiler.graph.weight_rounding import ROUNDED_KEY, plan_rounding, rounded_roundtrip
+                                            one_shift, quantize, strip_fake_quant, weight_exponents, weight_roundtrip)
+from vtakit.compiler.graph.weight_rounding import ROUNDED_KEY, plan_rounding
 from vtakit.compiler.graph.weight_rounding import check_mode as check_weight_rounding
 from vtakit.compiler.graph.fixed_point import check_requant
 from vtakit.compiler.graph.range_scale import apply_factors, plan_model_factors, scale_and_correct
@@ -102,11 +101,10 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
     shifts: dict[str, np.ndarray] = {}  # node -> its mean output shift over the real input patches (the same)
 
     def corrected(graph: Graph) -> Graph:
-        """The bias correction for graph's int8 weights (a QDQ model's at its own scales, GPTQ's where rounded)."""
-        roundtrip = qdq.weight_roundtrip(model_scales, graph_roundtrip(graph, requant), multiplied)
-        if rounded:
-            roundtrip = rounded_roundtrip(graph, rounded, weights_key, roundtrip)
-        return prepare_for_int8(graph, samples, equalize="off", bias_correction=bias_correction, roundtrip=roundtrip,
+        """The bias correction for graph's int8 weights (a QDQ model's at its own scales; a GPTQ-rounded
+        layer's measured shift)."""
+        return prepare_for_int8(graph, samples, equalize="off", bias_correction=bias_correction,
+                                roundtrip=qdq.weight_roundtrip(model_scales, graph_roundtrip(graph, requant), multiplied),
                                 shifts=shifts)
 
     g = corrected(uncorrected)

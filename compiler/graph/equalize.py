@@ -141,16 +141,16 @@ def correct_bias(graph: Graph, samples: list[dict[str, np.ndarray]],
                  quantized_weight: Callable[[np.ndarray], np.ndarray],
                  shifts: dict[str, np.ndarray] | None = None) -> Graph:
     """Subtract from each conv/dense bias the mean output shift its weight quantization causes: from each
-    input channel's mean, or `shifts[node]` where a caller measured it (weight_rounding.mean_shifts)."""
+    input channel's mean, or `shifts[node]` where a caller measured it (weight_rounding.plan_rounding)."""
     g = graph.copy()
     means = input_means(g, samples)
     for n in g.nodes:
         if not has_const_weights(g, n) or n.inputs[0] not in means:
             continue
         w = g.consts[n.inputs[1]].astype(np.float64)
-        dw = quantized_weight(g.consts[n.inputs[1]]).astype(np.float64) - w
         mu = means[n.inputs[0]]
-        if shifts and n.name in shifts:
+        dw = None if shifts and n.name in shifts else quantized_weight(g.consts[n.inputs[1]]).astype(np.float64) - w
+        if dw is None:
             shift = shifts[n.name]
         elif n.op == "Dense":
             shift = dw @ mu

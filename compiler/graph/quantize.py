@@ -338,16 +338,15 @@ def graph_roundtrip(g: Graph, requant: str):
     if requant != "multiplier":
         return weight_roundtrip
     plan = precision_plan(g)
-    wide = {weights_key(g.consts[n.inputs[1]]) for n in g.nodes if n.name in plan.wide}
+    wide = {_bytes_key(g.consts[n.inputs[1]]) for n in g.nodes if n.name in plan.wide}
 
     def roundtrip(w: np.ndarray) -> np.ndarray:
-        return weight_roundtrip(w, "pow2" if weights_key(w) in wide else requant)
+        return weight_roundtrip(w, "pow2" if _bytes_key(w) in wide else requant)
 
     return roundtrip
 
 
-def weights_key(w: np.ndarray) -> tuple:
-    """A weight array's identity by value: the graphs passes see are copies of each other."""
+def _bytes_key(w: np.ndarray) -> tuple:
     a = np.ascontiguousarray(w)
     return a.shape, a.dtype.str, hash(a.tobytes())
 

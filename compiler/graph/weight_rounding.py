@@ -13,9 +13,8 @@ The result is the least-squares answer to "which int8 weights bring W_q X closes
 
 The weights' power-of-two exponents stay those `quantize` picks (`quantize.weight_exponents`), so the
 accelerator programs keep their shape. The int8 values differ, and so do the biases. Bias correction
-takes a rounded layer's mean output shift over its real input patches (`plan_rounding`'s shifts), and
-measures these weights, not the nearest ones, where it estimates (`rounded_roundtrip`). A corrected bias
-can move an activation's calibrated maximum across a power of two, so cycle counts can differ a little.
+takes a rounded layer's mean output shift over its real input patches (`plan_rounding`'s shifts). A
+corrected bias can move an activation's calibrated maximum across a power of two, so cycle counts can differ a little.
 
 GPTQ trusts the calibration samples, so each output channel is checked on samples it was not fitted
 on (`round_layer`): rounded on one half of the samples, measured on the other, both ways. It keeps
@@ -244,21 +243,3 @@ def plan_rounding(g: Graph, samples: list[dict[str, np.ndarray]], names,
             summary.rounded.append(n.name)
             summary.channels += int(better.sum())
     return done, shifts, summary
-
-
-def rounded_roundtrip(g: Graph, rounded: dict[str, tuple[np.ndarray, np.ndarray]], key: Callable,
-                      fallback: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
-    """The float value of a weight as it will be quantized, for bias correction: the GPTQ weights where
-    `rounded` has them (found by `key`, the weights' bytes: the graphs bias correction sees are copies),
-    else `fallback`'s."""
-    table = {}
-    for n in g.nodes:
-        if n.name in rounded:
-            exps, q = rounded[n.name]
-            table[key(g.consts[n.inputs[1]])] = q.astype(np.float64) * 2.0 ** -exps.reshape((-1,) + (1,) * (q.ndim - 1))
-
-    def roundtrip(w: np.ndarray) -> np.ndarray:
-        found = table.get(key(w))
-        return fallback(w) if found is None else found
-
-    return roundtrip
