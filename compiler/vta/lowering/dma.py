@@ -86,6 +86,10 @@ def plan_transfers(region: Region, sram_base: int, *, what: str,
     x_size = xs[1] * inner
     x_pads = (xs[2] * inner, xs[3] * inner)
     stride = (region.step[y_dim] * dram_strides[y_dim]) if y_dim is not None else x_size
+    if y_dim is not None and stride > _MAX_SIZE and ys[2] == ys[3] == 0:
+        # rows too far apart for the stride field (a large feature map's channel blocks): one transfer
+        # per row, the rows repeated like the dimensions further out
+        y_dim, ys, stride = None, (0, 1, 0, 0), x_size
     checks = {"y_size": (ys[1], _MAX_SIZE), "x_size": (x_size, _MAX_SIZE), "x_stride": (stride, _MAX_SIZE),
               "y_pad": (max(ys[2], ys[3]), _MAX_PAD), "x_pad": (max(x_pads), _MAX_PAD)}
     for field, (value, limit) in checks.items():

@@ -22,6 +22,7 @@ SAMPLE = ("test_conv_with_strides_padding", "test_maxpool_2d_pads", "test_averag
           "test_edge_pad", "test_reflect_pad", "test_tile", "test_instancenorm_example",
           "test_layer_normalization_4d_axis1", "test_depthtospace_example", "test_top_k",
           "test_einsum_batch_matmul", "test_cast_FLOAT_to_DOUBLE", "test_batchnorm_example",
+          "test_lstm_with_peepholes", "test_gru_batchwise", "test_rnn_seq_length",
           # one per class that once failed: element types the host code does not compute in (in, out, a
           # string compare, a kernel's narrower set), zero-size inputs, training-mode batch norm, 1-D and
           # output_shape ConvTranspose, dilated averaging, 1-D MatMul, opset 1, Range's bounds

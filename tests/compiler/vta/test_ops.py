@@ -131,6 +131,18 @@ def test_conv2d_accumulator_wraps_like_reference():
             _same(y, reference.conv2d(x, wt, 1, 3, b, kw.get("shift"), kw.get("clip")))
 
 
+@pytest.mark.parametrize("tile_ic", [1, 2])
+def test_conv2d_on_a_map_larger_than_the_stride_field(tile_ic):
+    """272 x 256 = 69,632 entries per channel block, more than a LOAD's 16-bit x_stride: the channel
+    blocks of a tile become one transfer each (a layout-analysis model's 800 x 608 input met this)."""
+    rng = np.random.default_rng(7)
+    x, wt = _i8(rng, (1, 32, 272, 256)), _i8(rng, (16, 32, 1, 1))
+    b = rng.integers(-1000, 1000, 16).astype(np.int32)
+    knobs = ConvKnobs(tile_oc=1, tile_oh=2, tile_ow=256, tile_ic=tile_ic, vthreads=1)
+    y, _ = ops.conv2d(x, wt, bias=b, shift=8, clip=(-128, 127), schedule=knobs)
+    _same(y, reference.conv2d(x, wt, 1, 0, b, 8, (-128, 127)))
+
+
 # ------------------------------------------------------------------ dense
 DENSE_CASES = [  # batch, features in, features out
     (1, 16, 16),

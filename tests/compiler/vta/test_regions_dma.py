@@ -182,8 +182,8 @@ def test_tile_entirely_in_padding_raises():
     (Region((0, 0), (70000, 1), (1, 1), (70000, 2)), "y_size", 70000),
     # one contiguous run of 70000 elements
     (Region((0,), (70000,), (1,), (70000,)), "x_size", 70000),
-    # rows 70000 elements apart
-    (Region((0, 0), (2, 1), (1, 1), (2, 70000)), "x_stride", 70000),
+    # rows 70000 elements apart with a padding row above (unpadded ones split: below)
+    (Region((-1, 0), (3, 1), (1, 1), (2, 70000)), "x_stride", 70000),
     # 16 padding rows above
     (Region((-16, 0), (18, 2), (1, 1), (2, 4)), "y_pad", 16),
     # 16 padding elements before a row
@@ -192,6 +192,15 @@ def test_tile_entirely_in_padding_raises():
 def test_fields_beyond_their_widths(region, field, value):
     with pytest.raises(CompileError, match=re.escape(f"t: {field} {value} exceeds the instruction field's")):
         plan_transfers(region, 0, what="t")
+
+
+def test_rows_too_far_apart_for_the_stride_field_become_a_transfer_each():
+    # two channel blocks of a 280 x 256 map, 4 rows of each: 71,680 elements between them
+    r = Region((0, 8, 0), (2, 4, 256), (1, 1, 1), (2, 280, 256))
+    transfers, fills = plan_transfers(r, 5, what="t")
+    assert transfers == [Transfer(5, 8 * 256, 1, 4 * 256, 4 * 256),
+                         Transfer(5 + 4 * 256, 280 * 256 + 8 * 256, 1, 4 * 256, 4 * 256)]
+    assert fills == []
 
 
 def test_limits_are_inclusive():

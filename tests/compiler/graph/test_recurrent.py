@@ -1,0 +1,137 @@
+"""LSTM, GRU and RNN on the host (ops/recurrent.py) against onnxruntime, in every ONNX form:
+directions, layouts, sequence lengths, initial states, peepholes, clip, input_forget,
+linear_before_reset, activations with their alpha / beta; and their bad attributes as one line."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import vtakit
+from vtakit.errors import CompileError
+
+pytestmark = pytest.mark.filterwarnings("ignore:onnx.checker")
+SEQ, BATCH, IN, HID = 5, 3, 6, 4
+GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+
+
+def _model(op: str, *, direction="forward", layout=0, lens=False, initial=False, peepholes=False,
+           outputs=None, **attrs):
+    rng = np.random.default_rng(sum(map(ord, op + direction)) + 2 * lens + 4 * initial + 8 * peepholes)
+    dirs = 2 if direction == "bidirectional" else 1
+    g = GATES[op]
+    inits = [numpy_helper.from_array(rng.standard_normal((dirs, g * HID, IN)).astype(np.float32) * 0.5, "W"),
+             numpy_helper.from_array(rng.standard_normal((dirs, g * HID, HID)).astype(np.float32) * 0.5, "R"),
+             numpy_helper.from_array(rng.standard_normal((dirs, 2 * g * HID)).astype(np.float32) * 0.3, "B")]
+    ins = ["x", "W", "R", "B", "", ""]
+    if lens:
+        inits.append(numpy_helper.from_array(np.array([SEQ, 2, 4], np.int32), "lens"))
+        ins[4] = "lens"
+    state = (BATCH, dirs, HID) if layout else (dirs, BATCH, HID)
+    if initial:
+        inits.append(numpy_helper.from_array(rng.standard_normal(state).astype(np.float32), "h0"))
+        ins[5] = "h0"
+        if op == "LSTM":
+            inits.append(numpy_helper.from_array(rng.standard_normal(state).astype(np.float32), "c0"))
+            ins.append("c0")
+    if peepholes:
+        ins += [""] * (7 - len(ins))
+        inits.append(numpy_helper.from_array(rng.standard_normal((dirs, 3 * HID)).astype(np.float32), "P"))
+        ins.append("P")
+    while ins and not ins[-1]:
+        ins.pop()
+    outs = outputs or (["y", "y_h", "y_c"] if op == "LSTM" else ["y", "y_h"])
+    node = helper.make_node(op, ins, outs, hidden_size=HID, direction=direction, layout=layout, **attrs)
+    x_shape = (BATCH, SEQ, IN) if layout else (SEQ, BATCH, IN)
+    graph = helper.make_graph([node], "rnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs if o], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]), x_shape
+
+
+def _onnxruntime(model, x):
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {"x": x})))
+
+
+def _check(model, x_shape, rtol=1e-5, want=None):
+    x = np.random.default_rng(1).standard_normal(x_shape).astype(np.float32)
+    want = want(x) if want else _onnxruntime(model, x)
+    got = vtakit.compile(model, target="cpu").run({"x": x}, device="cpu")
+    assert set(got) == set(want)
+    for name, w in want.items():
+        assert got[name].shape == w.shape, name
+        np.testing.assert_allclose(got[name], w, rtol=rtol, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+def test_directions_match_onnxruntime(op, direction):
+    _check(*_model(op, direction=direction, initial=True))
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU"])
+def test_batch_first_layout_is_the_transposed_sequence_first_one(op):
+    """onnxruntime's CPU kernels refuse layout 1: judged against its layout 0 on the transposed input."""
+    seq_first, _ = _model(op, direction="bidirectional", initial=True)
+    batch_first, x_shape = _model(op, direction="bidirectional", layout=1, initial=True)  # same weights
+    states = {i.name: numpy_helper.to_array(i) for i in seq_first.graph.initializer if i.name in ("h0", "c0")}
+    for init in batch_first.graph.initializer:  # the same initial states, batch first
+        if init.name in states:
+            init.CopyFrom(numpy_helper.from_array(states[init.name].transpose(1, 0, 2).copy(), init.name))
+
+    def want(x):
+        out = _onnxruntime(seq_first, x.transpose(1, 0, 2).copy())
+        return {k: v.transpose(2, 0, 1, 3) if k == "y" else v.transpose(1, 0, 2) for k, v in out.items()}
+
+    _check(batch_first, x_shape, want=want)
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+def test_sequence_lengths_zero_the_steps_past_each_end(op, direction):
+    _check(*_model(op, direction=direction, lens=True))
+
+
+def test_lstm_peepholes_clip_and_input_forget():
+    _check(*_model("LSTM", direction="bidirectional", peepholes=True, initial=True, clip=0.7))
+    _check(*_model("LSTM", peepholes=True, input_forget=1))
+
+
+def test_gru_linear_before_reset():
+    _check(*_model("GRU", direction="bidirectional", initial=True, linear_before_reset=1))
+
+
+def test_activations_take_their_alpha_and_beta_in_order():
+    acts = ["HardSigmoid", "LeakyRelu", "ScaledTanh", "Sigmoid", "Tanh", "Softsign"]
+    _check(*_model("LSTM", direction="bidirectional", activations=acts,
+                   activation_alpha=[0.3, 0.1, 0.9], activation_beta=[0.4, 1.5]))
+    _check(*_model("RNN", activations=["Relu"]))
+    _check(*_model("GRU", activations=["Sigmoid", "Softplus"]))
+
+
+def test_only_the_outputs_read_are_computed():
+    model, x_shape = _model("LSTM", direction="bidirectional", outputs=["", "y_h"])
+    _check(model, x_shape)
+
+
+@pytest.mark.parametrize("attrs, message", [
+    (dict(direction="sideways"), "direction 'sideways' is not forward, reverse or bidirectional"),
+    (dict(activations=["Sigmoid", "Tanh"]), "activations lists 2 functions; LSTM with 1 direction(s) takes 3"),
+    (dict(activations=["Sigmoid", "Gelu", "Tanh"]), "activation 'gelu' is not one ONNX defines for LSTM"),
+    (dict(layout=2), "layout 2 is not 0 or 1"),
+])
+def test_bad_attributes_are_one_line_naming_the_node(attrs, message):
+    model, _ = _model("LSTM", **attrs)
+    model.graph.node[0].name = "encoder_lstm"
+    with pytest.raises(CompileError, match="encoder_lstm") as e:
+        vtakit.compile(model, target="cpu")
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_weights_that_do_not_fit_the_hidden_size():
+    model, _ = _model("GRU")
+    next(a for a in model.graph.node[0].attribute if a.name == "hidden_size").i = HID + 1
+    with pytest.raises(CompileError, match="do not fit 1 direction"):
+        vtakit.compile(model, target="cpu")
