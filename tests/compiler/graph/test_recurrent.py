@@ -135,3 +135,50 @@ def test_weights_that_do_not_fit_the_hidden_size():
     next(a for a in model.graph.node[0].attribute if a.name == "hidden_size").i = HID + 1
     with pytest.raises(CompileError, match="do not fit 1 direction"):
         vtakit.compile(model, target="cpu")
+
+
+def _crnn() -> tuple:
+    """A small CRNN, the shape of ddddocr's and most CTC text recognizers: convs over a text-line image,
+    its columns as a sequence into a bidirectional LSTM, a per-step classifier."""
+    rng = np.random.default_rng(3)
+
+    def w(*shape, scale=0.3):
+        return rng.standard_normal(shape).astype(np.float32) * scale
+
+    inits = {"w1": w(16, 1, 3, 3), "b1": w(16, scale=0.1), "w2": w(32, 16, 3, 3, scale=0.1), "b2": w(32, scale=0.1),
+             "shape": np.array([0, 32 * 4, 16], np.int64), "W": w(2, 64, 128, scale=0.1), "R": w(2, 64, 16),
+             "B": w(2, 128, scale=0.1), "seq_shape": np.array([16, 32], np.int64), "fc": w(32, 11)}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("MaxPool", ["r2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),  # (1, 32, 4, 16)
+             helper.make_node("Reshape", ["p2", "shape"], ["cols"]),  # (1, 128, 16)
+             helper.make_node("Transpose", ["cols"], ["seq"], perm=[2, 0, 1]),  # (16, 1, 128)
+             helper.make_node("LSTM", ["seq", "W", "R", "B"], ["y"], hidden_size=16, direction="bidirectional"),
+             helper.make_node("Transpose", ["y"], ["yt"], perm=[0, 2, 1, 3]),  # (16, 1, 2, 16)
+             helper.make_node("Reshape", ["yt", "seq_shape"], ["steps"]),
+             helper.make_node("MatMul", ["steps", "fc"], ["logits"])]
+    graph = helper.make_graph(nodes, "crnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 1, 16, 64))],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, (16, 11))],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_crnn_runs_its_convs_on_the_accelerator_and_its_lstm_in_float_on_the_host():
+    model = _crnn()
+    rng = np.random.default_rng(4)
+    cal = [rng.uniform(0, 1, (1, 1, 16, 64)).astype(np.float32) for _ in range(4)]
+    x = rng.uniform(0, 1, (1, 1, 16, 64)).astype(np.float32)
+    module = vtakit.compile(model, "pynq", calibrate=cal)
+    on_accelerator = [t.op for t in module.vta_tasks()]
+    host = [t for t in module.tasks if isinstance(t, str)]  # the nodes the host runs
+    assert on_accelerator.count("QConv") == 2, on_accelerator
+    lstm = [n for n in module.graph.nodes if n.op == "LSTM"]
+    assert len(lstm) == 1 and lstm[0].name in host and module.graph.tensors[lstm[0].inputs[0]].dtype == "float32"
+    cpu, sim = module.run({"x": x}, device="cpu"), module.run({"x": x}, device="sim")
+    np.testing.assert_array_equal(cpu["logits"], sim["logits"])
+    want = _onnxruntime(model, x)["logits"]
+    got, want = cpu["logits"].astype(np.float64).ravel(), want.astype(np.float64).ravel()
+    assert got @ want / (np.linalg.norm(got) * np.linalg.norm(want)) > 0.999  # 0.99996 when written
