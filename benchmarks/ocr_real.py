@@ -41,10 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=320, help="det's input side (a multiple of 32)")
     ap.add_argument("--device", default="sim", help="sim (cycle model; the first view, the rest on cpu) or cpu")
     ap.add_argument("--range-scale", default="on", choices=("on", "off"))
-    ap.add_argument("--wide-residual", default="off", choices=("on", "off"))
-    ap.add_argument("--weight-rounding", default="nearest", choices=("gptq", "nearest"))
+    ap.add_argument("--wide-residual", default="auto", choices=("auto", "on", "off"))
+    ap.add_argument("--weight-rounding", default="auto", choices=("auto", "gptq", "nearest"))
     ap.add_argument("--equalize", default=None, help="compile_module's equalize: off, exact or clip-as-relu")
-    ap.add_argument("--calibration", default=None, help="compile_module's calibration method")
+    ap.add_argument("--calibration", default=None, help="compile_module's calibration method (default auto)")
     args = ap.parse_args(argv)
     real, docs = _support("real_models"), _support("documents")
     det = args.model == "det"

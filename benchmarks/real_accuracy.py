@@ -64,13 +64,14 @@ def main(argv: list[str] | None = None) -> int:
     from vtakit.compiler.graph.fixed_point import REQUANT_MODES, check_requant
     from vtakit.isa.config import HwConfig
     from vtakit.compiler.graph.equalize import MODES
-    from vtakit.compiler.graph.calibration import METHODS, DEFAULT_METHOD
+    from vtakit.compiler.graph.calibration import METHODS
+    from vtakit.compiler.graph.recipe import AUTO
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="efficientnet_lite0", choices=sorted(MODELS))
     ap.add_argument("--config", default="pynq")
     ap.add_argument("--device", default="sim", help="sim (cycle model), fsim or cpu")
-    ap.add_argument("--calibration", default=DEFAULT_METHOD, choices=METHODS)
+    ap.add_argument("--calibration", default=AUTO, choices=(AUTO, *METHODS))
     ap.add_argument("--equalize", default=EQUALIZE, choices=MODES, help="cross-layer equalization")
     ap.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=BIAS_CORRECTION)
     ap.add_argument("--calibration-samples", type=int, default=8)
@@ -80,10 +81,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="conv/dense requantization: auto (multipliers where the config has ALU MUL), pow2, multiplier")
     ap.add_argument("--range-scale", default="on", choices=("on", "off"),
                     help="activation groups rescaled to fill the int8 range (default on)")
-    ap.add_argument("--wide-residual", default="off", choices=("on", "off"),
-                    help="a conv feeding a residual add keeps extra bits into the add (default off)")
-    ap.add_argument("--weight-rounding", default="nearest", choices=("gptq", "nearest"),
-                    help="int8 weights rounded for each layer's output (gptq) or to nearest (default)")
+    ap.add_argument("--wide-residual", default=AUTO, choices=(AUTO, "on", "off"),
+                    help="a conv feeding a residual add keeps extra bits into the add (default auto)")
+    ap.add_argument("--weight-rounding", default=AUTO, choices=(AUTO, "gptq", "nearest"),
+                    help="int8 weights rounded for each layer's output (gptq) or to nearest (default auto)")
     ap.add_argument("--crops", type=int, default=0,
                     help="test on this many seeded random crops (50-100 %% of the short side, mirrored at random) "
                          "of the 12 test photos instead of the 24 fixed views")
@@ -109,21 +110,20 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     options = dict(calibration=args.calibration, equalize=args.equalize, bias_correction=args.bias_correction,
                    keep_float_until=args.keep_float_until, range_scale=args.range_scale,
-                   weight_rounding=args.weight_rounding)
+                   wide_residual=args.wide_residual, weight_rounding=args.weight_rounding)
     ref = real.float_logits(model, xs)
     cycles = None
     if args.no_lower:
-        from vtakit.compiler.graph.build import float_and_int8, optimize
+        from vtakit.compiler.graph.build import calibration_samples, optimize
         from vtakit.compiler.graph.execute import run_graph
         from vtakit.compiler.graph.onnx_frontend import import_onnx
-
-        from vtakit.compiler.graph.wide_residual import mark
+        from vtakit.compiler.graph.recipe import float_and_int8_auto
 
         cfg = HwConfig.load(args.config)
         g = optimize(import_onnx(model))
-        mark(g, cfg, args.wide_residual)
-        _, q, notes = float_and_int8(g, [c[None] for c in cal], **options,
-                                     requant=check_requant(args.requant, cfg.alu_mul, cfg.label))
+        samples, synthetic = calibration_samples(g, [c[None] for c in cal])
+        _, q, notes = float_and_int8_auto(g, cfg, samples, synthetic, **options,
+                                          requant=check_requant(args.requant, cfg.alu_mul, cfg.label))
         print(f"quantized in {time.perf_counter() - t0:.1f} s; {options}")
         print_search_notes(notes)
         t0 = time.perf_counter()
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         where = "the host interpreter"
     else:
         module = compile_module(model, args.config, calibrate=[c[None] for c in cal], requant=args.requant,
-                                wide_residual=args.wide_residual, **options)
+                                **options)
         print(f"compiled in {time.perf_counter() - t0:.1f} s: {len(module.vta_tasks())} accelerator tasks; {options}")
         print_search_notes(module.notes["calibration"])
         t0 = time.perf_counter()

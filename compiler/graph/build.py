@@ -18,7 +18,7 @@ import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.fusion import fuse_max_pools, fuse_residual_adds
-from vtakit.compiler.graph.wide_residual import check_mode as check_wide_residual, mark as mark_wide_residual
+from vtakit.compiler.graph.recipe import AUTO, check_knob, float_and_int8_auto
 from vtakit.compiler.graph.fold import canonicalize_dense, fold_into_conv, fold_pads, fuse_activations
 from vtakit.compiler.graph.ir import Graph
 from vtakit.compiler.graph.lower import VtaTask, lower_node
@@ -232,14 +232,14 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
                    input_shapes: dict[str, tuple[int, ...]] | None = None,
                    partition_options: PartitionOptions | dict | None = None,
                    schedules: dict[str, Any] | None = None, seed: int = 0, host: str = "cpu",
-                   calibration: str = DEFAULT_METHOD, equalize: str = EQUALIZE, bias_correction: bool = BIAS_CORRECTION,
+                   calibration: str = AUTO, equalize: str = EQUALIZE, bias_correction: bool = BIAS_CORRECTION,
                    keep_float: tuple[str, ...] = (), keep_float_until: float | None = None,
                    progress: Progress | None = None, requant: str = REQUANT,
-                   range_scale: str = RANGE_SCALE, wide_residual: str = WIDE_RESIDUAL,
-                   weight_rounding: str = WEIGHT_ROUNDING) -> CompiledModule:
+                   range_scale: str = RANGE_SCALE, wide_residual: str = AUTO,
+                   weight_rounding: str = AUTO) -> CompiledModule:
     """Compile an ONNX model (path, bytes or ModelProto) for `config`; see the module docstring.
 
-    calibration: how activation exponents are chosen (compiler.graph.calibration.METHODS);
+    calibration: how activation exponents are chosen (compiler.graph.calibration.METHODS, or "auto");
     equalize / bias_correction: the passes of compiler.graph.equalize before quantization;
     keep_float: nodes that stay float on the host; keep_float_until: a mean output cosine on the
     calibration samples, reached by keeping the worst layers float too (exponent_search);
@@ -247,7 +247,8 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
     (fixed_point.REQUANT_MODES: "auto" is "multiplier" where the config has ALU MUL, else "pow2");
     range_scale: range_scale.MODES, "on": activation groups rescaled to fill the int8 range;
     wide_residual: wide_residual.MODES, "on": a conv feeding a residual add keeps extra bits;
-    weight_rounding: weight_rounding.MODES, "gptq": int8 weights rounded for each layer's output."""
+    weight_rounding: weight_rounding.MODES, "gptq": int8 weights rounded for each layer's output;
+    the three are "auto" by default: chosen by the network's outputs on the calibration samples (recipe.py)."""
     if target not in TARGETS:
         raise CompileError(f"unknown target {target!r}; use one of {', '.join(TARGETS)}")
     if host not in HOSTS:
@@ -255,12 +256,12 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
     if target == "cpu" and host == "cuda":
         raise CompileError("target cpu runs every node on the CPU; use target cuda for the GPU")
     cfg = HwConfig.load(config)
-    check_method(calibration)
+    for knob, value in (("calibration", calibration), ("wide_residual", wide_residual),
+                        ("weight_rounding", weight_rounding)):
+        check_knob(knob, value)
     check_mode(equalize)
     requant = check_requant(requant, cfg.alu_mul, cfg.label)
     check_range_scale(range_scale)
-    check_wide_residual(wide_residual)
-    check_weight_rounding(weight_rounding)
     if keep_float_until is not None:
         check_target(keep_float_until)
     t0 = time.perf_counter()
@@ -270,18 +271,18 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
     notes: dict[str, Any] = dict(source_nodes=len(graph.nodes), defaulted_dims=graph.notes.get("defaulted_dims", []))
     g = optimize(graph, keep_fake_quant=target != "vta")
     notes["optimized_nodes"] = len(g.nodes)
-    mark_wide_residual(g, cfg, wide_residual)
     if target in ("cpu", "cuda"):
         if target == "cuda":
             notes["gpu"] = _record_gpu_kernels(g, None)
         notes["compile_s"] = time.perf_counter() - t0
         return CompiledModule(cfg, target, g, [n.name for n in g.nodes], notes=notes,
                               host="cuda" if target == "cuda" else "cpu")
-    _, q, notes["calibration"] = float_and_int8(g, calibrate, seed=seed, calibration=calibration, equalize=equalize,
-                                                bias_correction=bias_correction, keep_float=keep_float,
-                                                keep_float_until=keep_float_until, progress=progress,
-                                                requant=requant, range_scale=range_scale,
-                                                weight_rounding=weight_rounding)
+    samples, synthetic = calibration_samples(g, calibrate, seed)
+    _, q, notes["calibration"] = float_and_int8_auto(g, cfg, samples, synthetic, calibration=calibration,
+                                                     wide_residual=wide_residual, weight_rounding=weight_rounding,
+                                                     equalize=equalize, bias_correction=bias_correction,
+                                                     keep_float=keep_float, keep_float_until=keep_float_until,
+                                                     progress=progress, requant=requant, range_scale=range_scale)
     if isinstance(partition_options, dict):
         partition_options = PartitionOptions(**partition_options)
     place = partition(q, cfg, partition_options)

@@ -17,6 +17,7 @@ from pathlib import Path
 from rich.table import Table
 
 from vtakit.compiler.graph.channel_fill import ChannelFill
+from vtakit.compiler.graph.recipe import recipe_lines
 from vtakit.compiler.graph.weight_rounding import WeightRounding
 from vtakit.compiler.graph.quantize import SAME_SCALE_OPS
 from vtakit.isa.config import HwConfig
@@ -213,7 +214,7 @@ QDQ_NOTE_LINES = 12
 def calibration_lines(notes: dict) -> list[str]:
     """What a compile's calibration did beyond the per-tensor method, as lines for a person: the
     exponent search, a quantized model's own scales (qdq.py), the layers kept in float automatically."""
-    lines = []
+    lines = recipe_lines(notes)
     if "search" in notes:
         s = notes["search"]
         lines.append(f"exponent search: output error on the calibration samples {s['error_before']:.5f} -> "

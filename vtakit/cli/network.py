@@ -12,6 +12,7 @@ import numpy as np
 
 from vtakit.cli._common import CONFIG_HELP, console, progress_console, tuning_context
 from vtakit.devices import device_names
+from vtakit.compiler.graph.recipe import AUTO
 from vtakit.compiler.graph.report import calibration_lines
 from vtakit.errors import VtaError
 from vtakit.isa.config import DEFAULT_PRESET
@@ -66,7 +67,7 @@ def cmd_compile(args) -> int:
     cal = _calibration(args.calibrate)
     t0 = time.perf_counter()
     kwargs = _int8_kwargs(args)
-    searching = _searches(kwargs)
+    searching = _searches(kwargs, cal is not None)
     status = nullcontext() if searching else console.status(
         f"compiling {args.model} for {args.config or DEFAULT_PRESET} ({args.target})")
     with tuning_context(args.tuning_log) as table, status, _search_progress(searching) as progress:
@@ -74,8 +75,7 @@ def cmd_compile(args) -> int:
                                 input_shapes=_input_shapes(args.input_shape),
                                 partition_options=dict(first_conv=args.first_conv, classifier=args.classifier),
                                 seed=args.seed, host=args.host, progress=progress,
-                                **kwargs | ({"requant": args.requant} if args.requant else {})
-                                | ({"wide_residual": args.wide_residual} if args.wide_residual else {}))
+                                **kwargs | ({"requant": args.requant} if args.requant else {}))
     out = module.save(args.output)
     notes = module.notes
     if table is not None:
@@ -138,8 +138,9 @@ def _int8_options(p) -> None:
     """The quantization options `compile` and `report --accuracy` share (defaults: compile_module's;
     the names are checked there, so the parser imports no compiler)."""
     p.add_argument("--calibration", help="how activation exponents are chosen: max, percentile, mse, kl or search "
-                                         "(max, then moved by the error at the outputs; compiler.graph.calibration; "
-                                         "default max)")
+                                         "(max, then moved by the error at the outputs; compiler.graph.calibration), "
+                                         "or auto (default): max, percentile or mse, whichever the network's outputs "
+                                         "on the calibration samples favour (compiler.graph.recipe)")
     p.add_argument("--equalize", help="cross-layer equalization: off, exact (through ReLU only) or clip-as-relu "
                                       "(ReLU6 becomes ReLU where equalized: changes the float model); default off")
     p.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=None,
@@ -147,13 +148,15 @@ def _int8_options(p) -> None:
     p.add_argument("--range-scale", choices=["on", "off"],
                    help="rescale activation groups (weights compensate) so each fills the int8 range at its "
                         "power-of-two exponent: in effect float activation scales (default on)")
-    p.add_argument("--wide-residual", choices=["on", "off"],
+    p.add_argument("--wide-residual", choices=["auto", "on", "off"],
                    help="a conv whose only reader is a residual add keeps up to 6 extra bits into the add instead "
-                        "of requantizing to int8 first (configs without LOAD.ACC8; default off)")
-    p.add_argument("--weight-rounding", choices=["gptq", "nearest"],
+                        "of requantizing to int8 first (configs without LOAD.ACC8); default auto: on where the "
+                        "network's outputs on the calibration samples favour it")
+    p.add_argument("--weight-rounding", choices=["auto", "gptq", "nearest"],
                    help="int8 weights rounded for each layer's output on the calibration samples (gptq) or each "
-                        "to nearest; the weight exponents and programs are the same. gptq won on EfficientNet-Lite0 "
-                        "and lost on an OCR classifier: compare with report --accuracy (default nearest)")
+                        "to nearest; the weight exponents and programs are the same. Default auto: gptq where the "
+                        "network's outputs on the calibration samples favour it (it wins on EfficientNet-Lite0 and "
+                        "loses on RapidOCR's recognizer)")
     p.add_argument("--keep-float", default="", help="NODE,... nodes kept in float on the host")
     p.add_argument("--keep-float-until", type=float, metavar="COSINE",
                    help="also keep the worst layers in float, one at a time, until the mean output cosine on the "
@@ -170,13 +173,16 @@ def _int8_kwargs(args) -> dict:
     """The options the user gave, for compile_module / float_and_int8 (the rest keep their defaults)."""
     given = dict(calibration=args.calibration, equalize=args.equalize, bias_correction=args.bias_correction,
                  keep_float_until=args.keep_float_until, range_scale=args.range_scale,
-                 weight_rounding=args.weight_rounding)
+                 wide_residual=args.wide_residual, weight_rounding=args.weight_rounding)
     return {k: v for k, v in given.items() if v is not None} | dict(keep_float=_keep_float(args.keep_float))
 
 
-def _searches(kwargs: dict) -> bool:
-    """Whether the options ask for a search judged at the outputs (slow: a progress bar)."""
-    return kwargs.get("calibration") == "search" or kwargs.get("keep_float_until") is not None
+def _searches(kwargs: dict, calibrated: bool) -> bool:
+    """Whether the options ask for a search judged at the outputs (slow: a progress bar): the exponent
+    search, keep-float-until, or, on real calibration samples, the recipe's auto knobs (recipe.py)."""
+    auto = any(kwargs.get(k, AUTO) == AUTO for k in ("calibration", "wide_residual", "weight_rounding"))
+    return kwargs.get("calibration") == "search" or kwargs.get("keep_float_until") is not None \
+        or (calibrated and auto)
 
 
 @contextmanager
@@ -212,11 +218,11 @@ def _keep_float(spec: str) -> tuple[str, ...]:
 def cmd_accuracy(args) -> int:
     """`report MODEL --accuracy`: the float and int8 graphs side by side, per layer."""
     from vtakit.compiler.graph.accuracy import accuracy_report
-    from vtakit.compiler.graph.build import REQUANT, WIDE_RESIDUAL, first_sample_shapes, float_and_int8, optimize
+    from vtakit.compiler.graph.build import REQUANT, calibration_samples, first_sample_shapes, optimize
     from vtakit.compiler.graph.fixed_point import check_requant
+    from vtakit.compiler.graph.recipe import float_and_int8_auto
     from vtakit.isa.config import HwConfig
     from vtakit.compiler.graph.onnx_frontend import import_onnx
-    from vtakit.compiler.graph.wide_residual import mark
 
     cal = _calibration(args.calibrate)
     graph = optimize(import_onnx(args.module, _input_shapes(args.input_shape), bind=first_sample_shapes(cal)))
@@ -232,9 +238,10 @@ def cmd_accuracy(args) -> int:
     kwargs = _int8_kwargs(args)
     cfg = HwConfig.load(args.config or DEFAULT_PRESET)
     requant = check_requant(args.requant or REQUANT, cfg.alu_mul, cfg.label)  # as compile_module resolves it
-    mark(graph, cfg, args.wide_residual or WIDE_RESIDUAL)
-    with _search_progress(_searches(kwargs)) as progress:
-        fg, qg, notes = float_and_int8(graph, cal, seed=args.seed, progress=progress, requant=requant, **kwargs)
+    samples, synthetic = calibration_samples(graph, cal, args.seed)
+    with _search_progress(_searches(kwargs, cal is not None)) as progress:
+        fg, qg, notes = float_and_int8_auto(graph, cfg, samples, synthetic, progress=progress, requant=requant,
+                                            **kwargs)
     if notes["synthetic"]:
         console.print("[yellow]calibrated on seeded random inputs[/] (no --calibrate given)")
     rep = accuracy_report(fg, qg, data)

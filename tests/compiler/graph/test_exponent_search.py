@@ -111,7 +111,7 @@ def test_keep_float_until_keeps_the_layers_that_help_most(small):
 
 
 @pytest.mark.parametrize("options, message", [
-    (dict(calibration="searching"), "unknown calibration method 'searching'; use one of max, percentile, mse, kl, "
+    (dict(calibration="searching"), "unknown calibration method 'searching'; use auto or one of max, percentile, mse, kl, "
                                     "search"),
     (dict(keep_float_until=1.5), "keep_float_until must be a cosine in (0, 1], got 1.5"),
     (dict(keep_float_until=0), "keep_float_until must be a cosine in (0, 1], got 0"),

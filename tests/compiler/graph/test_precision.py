@@ -21,6 +21,7 @@ from vtakit.compiler import zoo
 from vtakit.compiler.graph import import_onnx, optimize
 from vtakit.compiler.graph.onnx_frontend import PRECISION, SUPPORTED, Precision
 from vtakit.compiler.graph.quantize import SAME_SCALE_OPS, _int8_form, precision_plan
+from vtakit.compiler.graph.recipe import FALLBACK
 
 Tail = tuple[list, list, Callable[[np.ndarray], np.ndarray]]  # ONNX nodes, initializers, numpy meaning
 
@@ -106,7 +107,7 @@ def untailed() -> dict[str, dict[str, np.ndarray]]:
     cal, x = _inputs()
     out = {}
     for head in ("softmax", "gemm"):
-        module = vtakit.compile(_model(head, None), "pynq", calibrate=cal)
+        module = vtakit.compile(_model(head, None), "pynq", calibrate=cal, **FALLBACK.options())
         out[head] = {dev: module.run(x, device=dev)["y"] for dev in ("sim", "cpu")}
     return out
 
@@ -117,7 +118,7 @@ CASES = [("softmax", op) for op in NEUTRAL] + [("gemm", op) for op in NEUTRAL if
 @pytest.mark.parametrize("head,tail", CASES, ids=[f"{h}-{t}" for h, t in CASES])
 def test_neutral_tail_keeps_the_values_of_the_model_without_it(untailed, head, tail):
     cal, x = _inputs()
-    module = vtakit.compile(_model(head, tail), "pynq", calibrate=cal)
+    module = vtakit.compile(_model(head, tail), "pynq", calibrate=cal, **FALLBACK.options())  # one recipe for both
     meaning = _tail(tail)[2]
     for dev in ("sim", "cpu"):
         got = module.run(x, device=dev)["y"]

@@ -12,6 +12,7 @@ from vtakit.compiler.graph.build import float_and_int8, optimize
 from vtakit.compiler.graph.execute import run_graph
 from vtakit.compiler.graph.onnx_frontend import import_onnx
 from vtakit.compiler.graph.quantize import ideal_exponent
+from vtakit.compiler.graph.recipe import FALLBACK
 from vtakit.compiler.graph.range_scale import MARGIN, apply_factors, best_factor, check_mode, observe_amax, plan_factors
 
 C = 16
@@ -157,8 +158,8 @@ def test_compiled_module_bit_identical_and_closer_to_float(config):
     """On pynq (power-of-two shifts) and pynq_mul (multipliers) the host reference and the functional
     simulator agree bit for bit; the int8 outputs stay about as close to float as without scaling."""
     cal = [s["x"] for s in _samples(4)]
-    on = compile_module(_model(), config, calibrate=cal)
-    off = compile_module(_model(), config, calibrate=cal, range_scale="off")
+    on = compile_module(_model(), config, calibrate=cal, **FALLBACK.options())  # the same recipe both ways
+    off = compile_module(_model(), config, calibrate=cal, range_scale="off", **FALLBACK.options())
     assert "range_scale" in on.notes["calibration"] and "range_scale" not in off.notes["calibration"]
     g = optimize(import_onnx(_model()))
     errors = {"on": 0.0, "off": 0.0}

@@ -170,14 +170,17 @@ def test_gptq_changes_only_weight_values_and_the_simulators_agree(config):
 
 
 def test_an_unknown_weight_rounding_is_one_clear_error():
-    with pytest.raises(CompileError, match="unknown weight rounding 'best'; use one of gptq, nearest"):
+    with pytest.raises(CompileError, match="unknown weight rounding 'best'; use auto or one of gptq, nearest"):
         compile_module(_model(), "pynq", calibrate=_smooth(2, 0), weight_rounding="best")
     with pytest.raises(CompileError, match="unknown weight rounding"):
         float_and_int8(optimize(import_onnx(_model())), [x for x in _smooth(2, 0)], weight_rounding="")
 
 
-def test_the_default_rounds_to_nearest():
-    """GPTQ is asked for: it loses where the calibration samples are unlike the inputs (README, issue 16)."""
-    module = compile_module(_model(), "pynq", calibrate=_smooth(2, 0))
-    assert module.notes["calibration"]["weight_rounding"] == "nearest"
-    assert "gptq" not in module.notes["calibration"]
+def test_the_default_chooses_the_rounding_by_the_outputs():
+    """GPTQ where it lowers the output error on the calibration samples (recipe.py): it loses where the
+    calibration samples are unlike the inputs (README, issue 16), so it is not applied blindly."""
+    module = compile_module(_model(), "pynq", calibrate=_smooth(8, 0))
+    notes = module.notes["calibration"]
+    assert "weight_rounding" in notes["recipe"]["searched"]
+    assert notes["weight_rounding"] == notes["recipe"]["chosen"]["weight_rounding"]
+    assert ("gptq" in notes) == (notes["weight_rounding"] == "gptq")

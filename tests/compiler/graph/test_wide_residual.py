@@ -102,10 +102,10 @@ def test_rtl_gives_the_same_bits() -> None:
     run_all(module, samples(1, 11), devices=("rtl",))
 
 
-def test_off_by_default_and_a_bad_mode_is_one_error() -> None:
-    """Without wide_residual="on" every conv feeding an add is clipped to int8 as before (the default,
-    README); an unknown mode is one error line naming the option."""
-    module = vtakit.compile(residual_net(), "pynq", calibrate=samples(3, 0))
+def test_off_means_int8_pairs_and_a_bad_mode_is_one_error() -> None:
+    """With wide_residual="off" (what the default, auto, keeps unless the outputs favour "on": recipe.py)
+    every conv feeding an add is clipped to int8; an unknown mode is one error line naming the option."""
+    module = vtakit.compile(residual_net(), "pynq", calibrate=samples(3, 0), wide_residual="off")
     convs = [n for n in module.graph.nodes if n.op == "QConv"]
     assert all("wide" not in n.attrs and "clip" in n.attrs for n in convs)
     assert not any("left" in n.attrs for n in module.graph.nodes)

@@ -1,0 +1,144 @@
+"""The quantization recipe chosen per model (compiler/graph/recipe.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from vtakit.compiler.graph import compile_module
+from vtakit.compiler.graph.build import optimize
+from vtakit.compiler.graph.onnx_frontend import import_onnx
+from vtakit.compiler.graph.recipe import (AUTO, FALLBACK, MIN_GAIN, Recipe, candidate_values, improves,
+                                          recipe_lines)
+from vtakit.compiler.graph.report import calibration_lines
+from vtakit.compiler.zoo import build as zoo_build
+from vtakit.errors import CompileError
+from vtakit.isa.config import HwConfig
+
+C = 16
+KNOBS = dict(calibration=AUTO, wide_residual=AUTO, weight_rounding=AUTO)
+
+
+def _smooth(n: int, seed: int, size: int = 24) -> list[np.ndarray]:
+    """Photo-like inputs: a per-image brightness plus a blurred pattern."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        x = rng.standard_normal((1, 3, size + 4, size + 4)).astype(np.float32)
+        for axis in (2, 3):
+            x = sum(np.roll(x, k, axis=axis) for k in range(-2, 3)) / 5
+        out.append((x[:, :, 2:-2, 2:-2] * 0.5 + rng.uniform(-0.8, 0.8)).astype(np.float32))
+    return out
+
+
+def _residual_model():
+    """x -> 3x3/2 edge conv + ReLU -> [3x3 conv + ReLU -> 3x3 conv] + skip -> ReLU -> 1x1 conv -> y:
+    a stem whose folded kernels take differences of neighbours (GPTQ's case) and a residual block (the
+    wide pair's)."""
+    rng = np.random.default_rng(7)
+    w1 = rng.standard_normal((C, 3, 3, 3)).astype(np.float32)
+    w1 -= w1.mean(axis=(1, 2, 3), keepdims=True)
+
+    def const(name, shape, scale):
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+    inits = [numpy_helper.from_array(w1, "w1"), const("b1", (C,), 0.1), const("wa", (C, C, 3, 3), 0.12),
+             const("ba", (C,), 0.1), const("wb", (C, C, 3, 3), 0.12), const("bb", (C,), 0.1),
+             const("wp", (4, C, 1, 1), 0.3)]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c"], strides=[2, 2], pads=[0, 0, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Conv", ["r", "wa", "ba"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["a"], ["ar"]),
+             helper.make_node("Conv", ["ar", "wb", "bb"], ["b"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["b", "r"], ["s"]),
+             helper.make_node("Relu", ["s"], ["sr"]),
+             helper.make_node("Conv", ["sr", "wp"], ["y"])]
+    graph = helper.make_graph(nodes, "recipe", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 24, 24])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 12, 12])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def _graph(model):
+    return optimize(import_onnx(model))
+
+
+def test_a_change_must_lower_the_mean_error_enough_and_on_most_samples():
+    base = np.array([1.0, 1.0, 1.0, 1.0])
+    assert improves(np.array([0.8, 0.8, 0.8, 0.8]), base)
+    assert not improves(base * (1 - MIN_GAIN / 2), base)  # too small a gain
+    assert not improves(np.array([0.1, 0.1, 1.2, 1.2]), base)  # two samples like it, two do not
+    assert improves(np.array([0.1, 0.5, 0.9, 1.1]), base)  # three of four
+
+
+def test_the_search_tries_only_what_can_change_the_program():
+    g, pynq, mul = _graph(_residual_model()), HwConfig.load("pynq"), HwConfig.load("pynq_mul")
+    assert candidate_values(g, pynq, "pow2", KNOBS) == dict(
+        calibration=("max", "percentile", "mse"), wide_residual=("off", "on"), weight_rounding=("nearest", "gptq"))
+    # multipliers keep float weight scales (no GPTQ); LOAD.ACC8 configs have no wide pair
+    values = candidate_values(g, mul, "multiplier", KNOBS)
+    assert values["weight_rounding"] == ("nearest",)
+    # a knob given is kept
+    values = candidate_values(g, pynq, "pow2", dict(KNOBS, calibration="kl", wide_residual="off"))
+    assert values["calibration"] == ("kl",) and values["wide_residual"] == ("off",)
+    # a QDQ model's own scales decide: nothing searched
+    g.notes["qdq"] = {"x": 1.0}
+    assert all(len(v) == 1 for v in candidate_values(g, pynq, "pow2", KNOBS).values())
+
+
+def test_without_residual_adds_no_wide_pair_is_tried():
+    g = _graph(zoo_build("mobilenet_v1"))
+    assert candidate_values(g, HwConfig.load("pynq"), "pow2", KNOBS)["wide_residual"] == ("off",)
+
+
+def test_auto_picks_a_recipe_by_the_outputs_and_the_simulators_agree():
+    model, cal = _residual_model(), _smooth(8, 0)
+    module = compile_module(model, "pynq", calibrate=cal)
+    r = module.notes["calibration"]["recipe"]
+    assert set(r["searched"]) == {"calibration", "wide_residual", "weight_rounding"}
+    assert r["error_after"] <= r["error_before"] and r["cosine_after"] >= r["cosine_before"]
+    assert r["trials"] and all(0.0 <= lowered <= 1.0 for _, _, lowered in r["trials"])
+    chosen = Recipe(**r["chosen"])
+    if chosen != FALLBACK:  # a change was accepted: it lowered the error by the rule
+        assert r["error_after"] <= r["error_before"] * (1 - MIN_GAIN)
+    assert module.notes["calibration"]["method"] == chosen.calibration
+    x = _smooth(1, 99)[0]
+    np.testing.assert_array_equal(module.run(x, device="fsim")["y"], module.run(x, device="cpu")["y"])
+    line = recipe_lines(module.notes["calibration"])[0]
+    assert line.startswith("quantization recipe (auto") and chosen.label() in line
+    assert line in calibration_lines(module.notes["calibration"])
+    # the recipe it chose, given by hand, compiles to the same program
+    pinned = compile_module(model, "pynq", calibrate=cal, **r["chosen"])
+    assert "recipe" not in pinned.notes["calibration"]
+    for t, v in module.graph.consts.items():
+        np.testing.assert_array_equal(v, pinned.graph.consts[t])
+
+
+def test_a_change_that_did_not_pay_alone_pays_after_another():
+    """On this network GPTQ alone lowers the error on 5 of 8 samples (rejected), the wide pair on all 8
+    (accepted); from the wide pair GPTQ then lowers it on all 8: the second pass takes it."""
+    module = compile_module(_residual_model(), "pynq", calibrate=_smooth(8, 0))
+    r = module.notes["calibration"]["recipe"]
+    assert r["chosen"] == dict(calibration="max", wide_residual="on", weight_rounding="gptq"), r
+    trials = {label: lowered for label, _, lowered in r["trials"]}
+    alone = Recipe(weight_rounding="gptq").label()
+    assert trials[alone] < 0.75 and trials[Recipe(wide_residual="on", weight_rounding="gptq").label()] == 1.0
+    assert r["evaluated"] < len(r["trials"])  # recipes met again are not quantized again
+    assert module.notes["calibration"]["weight_rounding"] == "gptq"
+
+
+def test_made_up_samples_give_the_fallback_without_a_search():
+    module = compile_module(_residual_model(), "pynq")
+    notes = module.notes["calibration"]
+    assert notes["synthetic"] and "recipe" not in notes
+    assert (notes["method"], notes["weight_rounding"]) == (FALLBACK.calibration, FALLBACK.weight_rounding)
+
+
+@pytest.mark.parametrize("knob,value,what", [("calibration", "best", "calibration method"),
+                                              ("wide_residual", "yes", "wide_residual mode"),
+                                              ("weight_rounding", "", "weight rounding")])
+def test_an_unknown_knob_value_is_one_clear_error(knob, value, what):
+    with pytest.raises(CompileError, match=f"unknown {what} '{value}'; use auto or one of"):
+        compile_module(_residual_model(), "pynq", calibrate=_smooth(2, 0), **{knob: value})
+
+
