@@ -47,6 +47,8 @@ shift is >= 0.
 
 from __future__ import annotations
 
+import hashlib
+
 import math
 from dataclasses import dataclass, field
 
@@ -310,10 +312,24 @@ def _weight_exp(w: np.ndarray) -> int:
     return min(candidate_exponents(float(np.max(np.abs(w)))), key=lambda e: (_weight_error(w, e), e))
 
 
+_EXPONENTS: dict[tuple, np.ndarray] = {}
+"""weight_exponents' results by the weights' bytes: bias correction, range scaling and every recipe the
+auto search tries (recipe.py) ask again for the same weights, and the exponent search is most of the cost."""
+_EXPONENTS_KEPT = 4096
+
+
 def weight_exponents(w: np.ndarray) -> np.ndarray:
     """One exponent per output channel where that pays (`channel_scales.weight_exps`).  A conv/dense that
     keeps its int32 accumulator takes them too: the host's Dequantize scales its channels apart."""
-    return weight_exps(w, _weight_exp, ideal_exponent, EXP_RANGE[1])
+    a = np.ascontiguousarray(w)
+    key = (a.shape, a.dtype.str, hashlib.blake2b(a.tobytes(), digest_size=16).digest())
+    exps = _EXPONENTS.get(key)
+    if exps is None:
+        exps = weight_exps(a, _weight_exp, ideal_exponent, EXP_RANGE[1])
+        if len(_EXPONENTS) >= _EXPONENTS_KEPT:
+            _EXPONENTS.pop(next(iter(_EXPONENTS)))
+        _EXPONENTS[key] = exps
+    return exps.copy()
 
 
 def one_shift(w: np.ndarray) -> bool:

@@ -12,8 +12,12 @@ from tests.support import photos, real_models
 
 pytestmark = pytest.mark.slow
 
-TOP1_FLOOR, TOP5_FLOOR, COSINE_FLOOR = 0.875, 0.875, 0.985
-"""Under the defaults' figures on `pynq`: 0.917, 0.908, 0.9904 (README, "Range scaling")."""
+TOP1_FLOOR, TOP5_FLOOR, COSINE_FLOOR = 0.95, 0.90, 0.99
+"""The issue's targets for the mobile network (top-1 >= 95 %, top-5 >= 90 %, cosine >= 0.98, the cosine floor
+raised under the measured): the defaults on `pynq` measure 95.8 %, 92.5 %, 0.9943 (the auto recipe takes GPTQ
+rounding; README, "Quantization recipe")."""
+FALLBACK_FLOORS = 0.875, 0.875, 0.985
+"""Under the fallback recipe's figures (max, int8 residual pairs, nearest rounding): 0.917, 0.908, 0.9904."""
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +41,7 @@ def test_int8_on_the_accelerator_follows_float_on_photos(lite0):
     xs = [real_models.preprocess(v) for _, v in photos.test_views()]
     assert len(xs) >= 24
     module = compile_module(lite0, "pynq", calibrate=cal)
+    assert module.notes["calibration"]["recipe"]["cosine_after"] > module.notes["calibration"]["recipe"]["cosine_before"]
     got = np.stack([module.run(x[None], device="cpu")["logits"][0] for x in xs])
     on_sim = module.run(xs[0][None], device="sim")["logits"][0]
     assert np.array_equal(on_sim, got[0])  # the host reference and the cycle model agree bit for bit
@@ -63,16 +68,18 @@ def test_keep_float_until_meets_the_issue_targets_for_top1_and_cosine(lite0):
     assert m.top1 >= 0.95 and m.top5 >= 0.90 and m.cosine >= 0.98, m
 
 
-def test_gptq_weight_rounding_lifts_the_logits_cosine_above_the_defaults(lite0):
-    """weight_rounding="gptq" (weight_rounding.py): measured 95.8 % / 92.5 % / cosine 0.9943 (worst 0.982)
-    against the defaults' 91.7 % / 90.8 % / 0.9904 (worst 0.965); the floors sit above the defaults'."""
+def test_the_fallback_recipe_stays_above_its_floors(lite0):
+    """The recipe the search starts from (recipe.FALLBACK, the defaults before it): measured 91.7 % / 90.8 %
+    / 0.9904 (worst 0.965), below the auto recipe's 95.8 % / 92.5 % / 0.9943 (worst 0.982)."""
     from vtakit.compiler.graph import compile_module
+    from vtakit.compiler.graph.recipe import FALLBACK
 
     cal = [real_models.preprocess(v)[None] for _, v in photos.calibration_views(8)]
     xs = [real_models.preprocess(v) for _, v in photos.test_views()]
-    module = compile_module(lite0, "pynq", calibrate=cal, weight_rounding="gptq")
-    assert module.notes["calibration"]["gptq"]["channels"] > 0
+    module = compile_module(lite0, "pynq", calibrate=cal, **FALLBACK.options())
+    assert "recipe" not in module.notes["calibration"] and "gptq" not in module.notes["calibration"]
     got = np.stack([module.run(x[None], device="cpu")["logits"][0] for x in xs])
     assert np.array_equal(module.run(xs[2][None], device="sim")["logits"][0], got[2])
     m = real_models.agreement(real_models.float_logits(lite0, xs), got)
-    assert m.cosine >= 0.993 and m.worst >= 0.975 and m.top5 >= 0.875, m
+    top1, top5, cosine = FALLBACK_FLOORS
+    assert m.top1 >= top1 and m.top5 >= top5 and m.cosine >= cosine, m
