@@ -1,8 +1,8 @@
 """int8 on the accelerator vs float onnxruntime on real pretrained OCR networks and a real scan.
 
     .venv/bin/python benchmarks/ocr_real.py [--model det|cls|rec] [--config pynq] [--size 320] [--device sim|cpu]
-        [--calibration METHOD] [--equalize MODE] [--range-scale on|off] [--wide-residual on|off]
-        [--weight-rounding gptq|nearest]
+        [--calibration METHOD] [--equalize MODE] [--range-scale on|off] [--wide-residual auto|on|off]
+        [--weight-rounding auto|gptq|nearest]   (auto: the compiler's recipe search, the default)
 
 The networks: PP-OCR's from RapidOCR's `rapidocr-onnxruntime` wheel (`make install` installs it without
 its dependencies; the script says so when it is absent).

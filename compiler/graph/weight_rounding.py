@@ -48,7 +48,8 @@ from vtakit.compiler.graph.ir import Graph, Node
 from vtakit.errors import CompileError
 
 MODES = ("gptq", "nearest")
-"""compile_module(weight_rounding=...): "nearest" is the default (build.WEIGHT_ROUNDING; why: README, issue 16)."""
+"""compile_module(weight_rounding=...): the default "auto" (recipe.py) takes "gptq" only where the network's
+outputs on the calibration samples favour it; "nearest" is the fallback (build.WEIGHT_ROUNDING; README, issue 16)."""
 MIN_ROWS_PER_INPUT = 8
 """A layer is rounded by GPTQ only where the samples give at least this many rows of input patches per
 input column. RapidOCR's direction classifier has squeeze-and-excitation convs that see 8 rows for 32-200

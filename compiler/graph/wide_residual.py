@@ -37,8 +37,9 @@ from vtakit.errors import CompileError
 from vtakit.isa.config import HwConfig
 
 MODES = ("on", "off")
-"""compile_module(wide_residual=...).  "off" is the default (build.WIDE_RESIDUAL): measured on the real
-networks the wide pair is no clear win (README, issue 16): its sum rounds to nearest, which removes the
+"""compile_module(wide_residual=...), whose default "auto" (recipe.py) takes "on" only where the network's
+outputs on the calibration samples favour it; "off" is the fallback.  Measured on the real networks the wide
+pair is no clear win by itself (README, issue 16): its sum rounds to nearest, which removes the
 half-step downward bias of the int8 pair's QAdd, and on Open-NSFW that bias had offset the upward one
 that rounded activations gain through each ReLU, so its log-odds drift."""
 

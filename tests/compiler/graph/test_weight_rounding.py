@@ -7,6 +7,8 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.support.smooth_inputs import smooth_images
+
 from vtakit.compiler.graph import compile_module
 from vtakit.compiler.graph.build import float_and_int8, optimize
 from vtakit.compiler.graph.equalize import correct_bias
@@ -20,16 +22,7 @@ from vtakit.errors import CompileError
 C = 8
 
 
-def _smooth(n: int, seed: int, size: int = 24) -> list[np.ndarray]:
-    """Photo-like inputs: a per-image brightness plus a blurred pattern (neighbouring pixels alike)."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(n):
-        x = rng.standard_normal((1, 3, size + 4, size + 4)).astype(np.float32)
-        for axis in (2, 3):  # a 5-tap box blur along each axis
-            x = sum(np.roll(x, k, axis=axis) for k in range(-2, 3)) / 5
-        out.append((x[:, :, 2:-2, 2:-2] * 0.5 + rng.uniform(-0.8, 0.8)).astype(np.float32))
-    return out
+_smooth = smooth_images
 
 
 def _edge_kernels(rng) -> np.ndarray:
