@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -19,6 +19,7 @@ import numpy as np
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.fusion import fuse_max_pools, fuse_residual_adds
 from vtakit.compiler.graph.recipe import AUTO, check_knob, float_and_int8_auto
+from vtakit.compiler.graph.wide_residual import WIDE_NOTE
 from vtakit.compiler.graph.fold import canonicalize_dense, fold_into_conv, fold_pads, fuse_activations
 from vtakit.compiler.graph.ir import Graph
 from vtakit.compiler.graph.lower import VtaTask, lower_node
@@ -70,34 +71,27 @@ def optimize(graph: Graph, *, keep_fake_quant: bool = False) -> Graph:
     return simplify(g)
 
 
-def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEFAULT_METHOD,
-                   equalize: str = EQUALIZE, bias_correction: bool = BIAS_CORRECTION,
-                   keep_float=(), keep_float_until: float | None = None,
-                   progress: Progress | None = None, requant: str = "pow2",
-                   range_scale: str = RANGE_SCALE,
-                   weight_rounding: str = WEIGHT_ROUNDING) -> tuple[Graph, Graph, dict[str, Any]]:
-    """(the float graph quantized from, the int8 graph, calibration notes) for an optimized graph.
+@dataclass(frozen=True)
+class WeightsForInt8:
+    """What `float_and_int8` makes of the float graph before calibration: it depends on the weight-side
+    options and the samples, not on the calibration method, the layers kept float or the wide residual note
+    (recipe.py reuses it across the recipes it tries)."""
+    uncorrected: Graph  # range-scaled and channel-filled, biases as the model has them
+    graph: Graph  # the same with the biases corrected for the int8 weights
+    scaling: Any  # range_scale's plan (None: not range-scaled)
+    fill: ChannelFill
+    model_factors_note: dict[str, float]  # a QDQ model's scales met by range scaling: tensor -> factor
+    rounded: dict[str, tuple[np.ndarray, np.ndarray]]  # node -> its GPTQ int8 weights (weight_rounding.py)
+    rounding: Any  # weight_rounding's summary (None: nearest)
 
-    requant: "pow2" or "multiplier" (as `fixed_point.check_requant` resolves it for the config);
-    range_scale: range_scale.MODES (activation groups rescaled to fill the int8 range, range_scale.py);
-    weight_rounding: weight_rounding.MODES ("gptq": int8 weights rounded for each layer's output).
 
-    calibration "search" and keep_float_until judge the int8 graph by its outputs against `g`'s on
-    the calibration samples (exponent_search)."""
-    check_method(calibration)
-    check_range_scale(range_scale)
-    gptq = check_weight_rounding(weight_rounding)
-    if keep_float_until is not None:
-        check_target(keep_float_until)
-    samples, synthetic = calibration_samples(g, calibrate, seed)
-    t1 = time.perf_counter()
-    want = float_outputs(g, samples) if calibration == "search" or keep_float_until is not None else []
+def weights_for_int8(g: Graph, samples: list[dict[str, np.ndarray]], *, equalize: str, bias_correction: bool,
+                     requant: str, range_scale: str, gptq: bool) -> WeightsForInt8:
+    """Equalization, bias correction, range scaling, channel fill and GPTQ rounding of `g` (float_and_int8)."""
     uncorrected = prepare_for_int8(g, samples, equalize=equalize, bias_correction=False)
     multiplied = requant == "multiplier"
     model_scales: QdqScales = g.notes.get("qdq", QdqScales())
-
-    rounded: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # node -> its GPTQ int8 weights (weight_rounding.py)
-    shifts: dict[str, np.ndarray] = {}  # node -> its mean output shift over the real input patches (the same)
+    shifts: dict[str, np.ndarray] = {}  # node -> its mean output shift over the real input patches (GPTQ)
 
     def corrected(graph: Graph) -> Graph:
         """The bias correction for graph's int8 weights (a QDQ model's at its own scales; a GPTQ-rounded
@@ -123,12 +117,60 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
             scaled.notes["qdq"] = model_scales
             uncorrected, g = scaled, corrected(scaled)
             model_factors_note = {t: f for t, f in sorted(model_factors.items()) if t in model_scales.act}
-    rounding = None
+    rounded, rounding = {}, None
     if gptq and requant == "pow2" and not model_scales:  # on the final weights, before calibration sees g
         weight_nodes = [n.name for n in uncorrected.nodes if int8_rule(n.op) == "weights"]
-        rounded, shifts, rounding = plan_rounding(uncorrected, samples, weight_nodes, weight_exponents)
+        rounded, found, rounding = plan_rounding(uncorrected, samples, weight_nodes, weight_exponents)
+        shifts.update(found)
         if rounded and bias_correction:
             g = corrected(uncorrected)
+    return WeightsForInt8(uncorrected, g, scaling, fill, model_factors_note, rounded, rounding)
+
+
+def _noted_as(graph: Graph, source: Graph) -> Graph:
+    """A copy of `graph` carrying `source`'s wide residual note (the one note the int8 graph reads that
+    `weights_for_int8` does not look at)."""
+    out = graph.copy()
+    out.notes.pop(WIDE_NOTE, None)
+    if WIDE_NOTE in source.notes:
+        out.notes[WIDE_NOTE] = source.notes[WIDE_NOTE]
+    return out
+
+
+def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEFAULT_METHOD,
+                   equalize: str = EQUALIZE, bias_correction: bool = BIAS_CORRECTION,
+                   keep_float=(), keep_float_until: float | None = None,
+                   progress: Progress | None = None, requant: str = "pow2",
+                   range_scale: str = RANGE_SCALE, weight_rounding: str = WEIGHT_ROUNDING,
+                   weights_cache: dict | None = None) -> tuple[Graph, Graph, dict[str, Any]]:
+    """(the float graph quantized from, the int8 graph, calibration notes) for an optimized graph.
+
+    requant: "pow2" or "multiplier" (as `fixed_point.check_requant` resolves it for the config);
+    range_scale: range_scale.MODES (activation groups rescaled to fill the int8 range, range_scale.py);
+    weight_rounding: weight_rounding.MODES ("gptq": int8 weights rounded for each layer's output);
+    weights_cache: `weights_for_int8`'s results by their options, shared by calls on the same graph and
+    samples that differ in the rest (recipe.py).
+
+    calibration "search" and keep_float_until judge the int8 graph by its outputs against `g`'s on
+    the calibration samples (exponent_search)."""
+    check_method(calibration)
+    check_range_scale(range_scale)
+    gptq = check_weight_rounding(weight_rounding)
+    if keep_float_until is not None:
+        check_target(keep_float_until)
+    samples, synthetic = calibration_samples(g, calibrate, seed)
+    t1 = time.perf_counter()
+    want = float_outputs(g, samples) if calibration == "search" or keep_float_until is not None else []
+    multiplied = requant == "multiplier"
+    key = (equalize, bias_correction, requant, range_scale, gptq)
+    prepared = weights_cache.get(key) if weights_cache is not None else None
+    if prepared is None:
+        prepared = weights_for_int8(g, samples, equalize=equalize, bias_correction=bias_correction,
+                                    requant=requant, range_scale=range_scale, gptq=gptq)
+        if weights_cache is not None:
+            weights_cache[key] = prepared
+    uncorrected, g = _noted_as(prepared.uncorrected, g), _noted_as(prepared.graph, g)
+    rounded, rounding, scaling, fill = prepared.rounded, prepared.rounding, prepared.scaling, prepared.fill
     cal: Calibration = run_calibration(g, samples, calibration)
     cal.synthetic = synthetic
     scales: QdqScales = g.notes.get("qdq", QdqScales())
@@ -142,8 +184,8 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
         notes["range_scale"] = asdict(scaling)
         if fill.bits:
             notes["channel_fill"] = asdict(fill)
-    elif model_factors_note:
-        notes["range_scale"] = dict(model_factors=model_factors_note)  # tensor -> factor (the model's scale met)
+    elif prepared.model_factors_note:
+        notes["range_scale"] = dict(model_factors=prepared.model_factors_note)  # tensor -> factor (the model's scale met)
     marked, cache = keep_nodes_float(g, keep_float, uncorrected), {}
     cache.update({(ROUNDED_KEY, name): r for name, r in rounded.items()})
     if rounding is not None:

@@ -134,12 +134,14 @@ def float_and_int8_auto(g: Graph, cfg: HwConfig, samples: list[dict[str, np.ndar
     if synthetic:
         values = {k: (v[0] if knobs[k] != AUTO else getattr(FALLBACK, k),) for k, v in values.items()}
 
+    weights_cache: dict = {}  # the weight-side work of a recipe, shared by those that differ in the rest
+
     def quantized(recipe: Recipe, keep_until: float | None = None):
         marked = g.copy()
         mark(marked, cfg, recipe.wide_residual)
         fg, q, notes = float_and_int8(marked, samples, calibration=recipe.calibration,
                                       weight_rounding=recipe.weight_rounding, keep_float_until=keep_until,
-                                      progress=progress, **options)
+                                      progress=progress, weights_cache=weights_cache, **options)
         notes["synthetic"] = synthetic  # the samples come in as feeds, made up or not
         return fg, q, notes
 

@@ -151,3 +151,23 @@ def test_the_cli_prints_the_chosen_recipe_and_takes_auto(tmp_path, capsys):
     assert main(args + ["--calibration", "max", "--wide-residual", "off", "--weight-rounding", "auto"]) == 0
     out = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
     assert "quantization recipe (auto, " in out and "wide residual off" in out
+
+
+def test_the_weight_side_work_is_shared_between_recipes_and_changes_nothing():
+    """float_and_int8's weights_cache (what recipe.py passes): recipes that differ in the calibration method or
+    the wide residual note reuse one `weights_for_int8` and get the int8 graph they would get alone."""
+    from vtakit.compiler.graph.build import float_and_int8
+    from vtakit.compiler.graph.exponent_search import first_difference
+    from vtakit.compiler.graph.wide_residual import mark
+
+    g = _graph(_residual_model())
+    samples = [{"x": x} for x in _smooth(4, 0)]
+    cache: dict = {}
+    for wide in ("on", "off"):
+        for method in ("mse", "max"):
+            marked = g.copy()
+            mark(marked, HwConfig.load("pynq"), wide)
+            shared = float_and_int8(marked, samples, calibration=method, weights_cache=cache)[1]
+            alone = float_and_int8(marked, samples, calibration=method)[1]
+            assert first_difference(shared, alone) is None, (wide, method)
+    assert len(cache) == 1
