@@ -77,6 +77,7 @@ class RecipeSearch:
     cosine_after: float
     trials: tuple[tuple[str, float, float], ...]  # (recipe label, error, fraction of samples it lowered)
     evaluated: int  # recipes quantized and run (a recipe met again is not)
+    failed: dict[str, str]  # recipe label -> the CompileError it met (such a recipe is never chosen)
     seconds: float
 
 
@@ -153,11 +154,20 @@ def float_and_int8_auto(g: Graph, cfg: HwConfig, samples: list[dict[str, np.ndar
     want = float_outputs(g, samples)
     tried: dict[Recipe, tuple[np.ndarray, tuple]] = {}
 
+    failed: dict[str, str] = {}  # recipe label -> the one error line a trial recipe compiled to
+
     def judge(recipe: Recipe) -> np.ndarray:
         if recipe not in tried:
             if progress is not None:
                 progress("quantization recipe", len(tried), len(tried) + 1)
-            result = quantized(recipe)
+            try:
+                result = quantized(recipe)
+            except CompileError as e:  # a choice this network cannot take is not taken; the start must work
+                if recipe == start:
+                    raise
+                failed[recipe.label()] = str(e)
+                tried[recipe] = (np.full(len(samples), np.inf), ())
+                return tried[recipe][0]
             got = [run_graph(result[1], dict(s)) for s in samples]
             tried[recipe] = (sample_errors(want, got), result + (output_cosine(want, got),))
         return tried[recipe][0]
@@ -172,6 +182,8 @@ def float_and_int8_auto(g: Graph, cfg: HwConfig, samples: list[dict[str, np.ndar
                 if trial == current:
                     continue
                 errors = judge(trial)
+                if trial.label() in failed:
+                    continue
                 log.append((trial.label(), float(np.mean(errors)), float(np.mean(errors < base))))
                 if improves(errors, base) and (best is None or np.mean(errors) < best[0]):
                     best = (float(np.mean(errors)), trial)
@@ -185,7 +197,7 @@ def float_and_int8_auto(g: Graph, cfg: HwConfig, samples: list[dict[str, np.ndar
         fg, q, notes = quantized(current, keep_float_until)
     notes["recipe"] = asdict(RecipeSearch(asdict(current), searched, float(np.mean(tried[start][0])),
                                           float(np.mean(errors)), tried[start][1][3], cosine, tuple(log),
-                                          len(tried), time.perf_counter() - t0))
+                                          len(tried), failed, time.perf_counter() - t0))
     return fg, q, notes
 
 
@@ -197,6 +209,8 @@ def recipe_lines(notes: dict) -> list[str]:
     chosen = Recipe(**r["chosen"])
     moved = [k for k in r["searched"] if r["chosen"][k] != getattr(FALLBACK, k)]
     what = ", ".join(f"{k.replace('_', ' ')} {r['chosen'][k]}" for k in moved) or "the fallback recipe"
-    return [f"quantization recipe (auto, {r['evaluated']} tried in {r['seconds']:.1f} s): {what}; "
-            f"calibration-sample output cosine {r['cosine_before']:.4f} -> {r['cosine_after']:.4f} "
-            f"({chosen.label()})"]
+    lines = [f"quantization recipe (auto, {r['evaluated']} tried in {r['seconds']:.1f} s): {what}; "
+             f"calibration-sample output cosine {r['cosine_before']:.4f} -> {r['cosine_after']:.4f} "
+             f"({chosen.label()})"]
+    lines += [f"  not taken, it does not compile here: {label}: {why}" for label, why in r.get("failed", {}).items()]
+    return lines

@@ -171,3 +171,21 @@ def test_the_weight_side_work_is_shared_between_recipes_and_changes_nothing():
             alone = float_and_int8(marked, samples, calibration=method)[1]
             assert first_difference(shared, alone) is None, (wide, method)
     assert len(cache) == 1
+
+
+def test_a_recipe_that_does_not_compile_is_left_out_and_named(monkeypatch):
+    """A choice the network cannot take (here GPTQ made to fail) must not fail a compile the fallback passes."""
+    from vtakit.compiler.graph import build
+
+    def no_gptq(*args, **kwargs):
+        raise CompileError("GPTQ cannot round this layer", node="c", op="Conv")
+
+    monkeypatch.setattr(build, "plan_rounding", no_gptq)
+    module = compile_module(_residual_model(), "pynq", calibrate=_smooth(8, 0))
+    r = module.notes["calibration"]["recipe"]
+    assert r["chosen"]["weight_rounding"] == "nearest" and r["failed"]
+    assert all("GPTQ cannot round this layer" in why for why in r["failed"].values())
+    assert not any("gptq" in label for label, _, _ in r["trials"])
+    assert any(line.startswith("  not taken, it does not compile here:") for line in recipe_lines(module.notes["calibration"]))
+    with pytest.raises(CompileError, match="GPTQ cannot round"):  # asked for by name, it is an error
+        compile_module(_residual_model(), "pynq", calibrate=_smooth(8, 0), weight_rounding="gptq")
