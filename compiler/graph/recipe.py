@@ -152,7 +152,8 @@ def float_and_int8_auto(g: Graph, cfg: HwConfig, samples: list[dict[str, np.ndar
         return quantized(start, keep_float_until)
     t0 = time.perf_counter()
     want = float_outputs(g, samples)
-    tried: dict[Recipe, tuple[np.ndarray, tuple]] = {}
+    tried: dict[Recipe, tuple[np.ndarray, float]] = {}  # recipe -> (per-sample errors, mean output cosine)
+    results: dict[Recipe, tuple] = {}  # (float graph, int8 graph, notes) of the recipes still in the running
 
     failed: dict[str, str] = {}  # recipe label -> the one error line a trial recipe compiled to
 
@@ -166,10 +167,10 @@ def float_and_int8_auto(g: Graph, cfg: HwConfig, samples: list[dict[str, np.ndar
                 if recipe == start:
                     raise
                 failed[recipe.label()] = str(e)
-                tried[recipe] = (np.full(len(samples), np.inf), ())
+                tried[recipe] = (np.full(len(samples), np.inf), 0.0)
                 return tried[recipe][0]
             got = [run_graph(result[1], dict(s)) for s in samples]
-            tried[recipe] = (sample_errors(want, got), result + (output_cosine(want, got),))
+            tried[recipe], results[recipe] = (sample_errors(want, got), output_cosine(want, got)), result
         return tried[recipe][0]
 
     current, log = start, []
@@ -187,16 +188,21 @@ def float_and_int8_auto(g: Graph, cfg: HwConfig, samples: list[dict[str, np.ndar
                 log.append((trial.label(), float(np.mean(errors)), float(np.mean(errors < base))))
                 if improves(errors, base) and (best is None or np.mean(errors) < best[0]):
                     best = (float(np.mean(errors)), trial)
+        if best is not None:
+            current = best[1]
+        for recipe in [r for r in results if r != current]:  # a big network's int8 graphs are not all kept
+            del results[recipe]
         if best is None:
             break
-        current = best[1]
     if progress is not None:
         progress("quantization recipe", len(tried), len(tried))
-    errors, (fg, q, notes, cosine) = tried[current]
+    (errors, cosine) = tried[current]
     if keep_float_until is not None:
         fg, q, notes = quantized(current, keep_float_until)
+    else:  # a recipe met again in a later pass may be chosen after its graphs were dropped: made again
+        fg, q, notes = results[current] if current in results else quantized(current)
     notes["recipe"] = asdict(RecipeSearch(asdict(current), searched, float(np.mean(tried[start][0])),
-                                          float(np.mean(errors)), tried[start][1][3], cosine, tuple(log),
+                                          float(np.mean(errors)), tried[start][1], cosine, tuple(log),
                                           len(tried), failed, time.perf_counter() - t0))
     return fg, q, notes
 

@@ -189,3 +189,27 @@ def test_a_recipe_that_does_not_compile_is_left_out_and_named(monkeypatch):
     assert any(line.startswith("  not taken, it does not compile here:") for line in recipe_lines(module.notes["calibration"]))
     with pytest.raises(CompileError, match="GPTQ cannot round"):  # asked for by name, it is an error
         compile_module(_residual_model(), "pynq", calibrate=_smooth(8, 0), weight_rounding="gptq")
+
+
+def test_a_recipe_chosen_in_a_later_pass_after_its_graphs_were_dropped_is_made_again(monkeypatch):
+    """Only the recipe in the lead keeps its graphs between passes.  mse, judged in the first pass (lower on
+    only 2 of 4 samples than max) and dropped, wins the second against percentile (lower on 3 of 4): it is
+    quantized again, not looked up."""
+    from vtakit.compiler.graph import build
+    from vtakit.compiler.graph import recipe as recipe_module
+
+    errors = {"max": [1.0, 1.0, 1.0, 1.0], "percentile": [0.7, 0.7, 0.7, 1.1], "mse": [0.1, 0.1, 1.05, 1.05]}
+    methods: list[str] = []
+    float_and_int8 = build.float_and_int8
+
+    def spy(g, samples, **kw):
+        methods.append(kw["calibration"])
+        return float_and_int8(g, samples, **kw)
+
+    monkeypatch.setattr(build, "float_and_int8", spy)
+    monkeypatch.setattr(recipe_module, "sample_errors", lambda want, got: np.array(errors[methods[-1]]))
+    module = compile_module(_residual_model(), "pynq", calibrate=_smooth(4, 0), wide_residual="off",
+                            weight_rounding="nearest")
+    r = module.notes["calibration"]["recipe"]
+    assert r["chosen"]["calibration"] == "mse" and module.notes["calibration"]["method"] == "mse"
+    assert methods == ["max", "percentile", "mse", "mse"], methods
