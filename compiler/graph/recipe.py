@@ -70,6 +70,7 @@ FALLBACK = Recipe()
 @dataclass(frozen=True)
 class RecipeSearch:
     chosen: dict[str, str]  # knob -> value, the recipe compiled
+    start: dict[str, str]  # the recipe the search started from (FALLBACK, with the knobs given by hand)
     searched: tuple[str, ...]  # the knobs the search could move
     error_before: float  # mean relative squared output error of the starting recipe
     error_after: float
@@ -201,7 +202,7 @@ def float_and_int8_auto(g: Graph, cfg: HwConfig, samples: list[dict[str, np.ndar
         fg, q, notes = quantized(current, keep_float_until)
     else:  # a recipe met again in a later pass may be chosen after its graphs were dropped: made again
         fg, q, notes = results[current] if current in results else quantized(current)
-    notes["recipe"] = asdict(RecipeSearch(asdict(current), searched, float(np.mean(tried[start][0])),
+    notes["recipe"] = asdict(RecipeSearch(asdict(current), asdict(start), searched, float(np.mean(tried[start][0])),
                                           float(np.mean(errors)), tried[start][1], cosine, tuple(log),
                                           len(tried), failed, time.perf_counter() - t0))
     return fg, q, notes
@@ -220,3 +221,23 @@ def recipe_lines(notes: dict) -> list[str]:
              f"({chosen.label()})"]
     lines += [f"  not taken, it does not compile here: {label}: {why}" for label, why in r.get("failed", {}).items()]
     return lines
+
+
+def recipe_table(notes: dict):
+    """The recipes the search judged, in order, as a rich table (`vtakit report --accuracy`); None without a
+    search.  Each trial is judged against the recipe in the lead at that moment."""
+    from rich.table import Table
+
+    r = notes.get("recipe")
+    if not r:
+        return None
+    table = Table(title="quantization recipes judged on the calibration samples (auto)")
+    for column in ("recipe", "output error", "samples it lowered", "taken"):
+        table.add_column(column, justify="left" if column == "recipe" else "right")
+    chosen, start = Recipe(**r["chosen"]).label(), Recipe(**r["start"]).label()
+    table.add_row(f"{start} (start)", f"{r['error_before']:.5f}", "", "yes" if chosen == start else "")
+    for label, error, lowered in r["trials"]:
+        table.add_row(label, f"{error:.5f}", f"{lowered:.0%}", "yes" if label == chosen else "")
+    for label, why in r.get("failed", {}).items():
+        table.add_row(label, "does not compile", "", why)
+    return table

@@ -12,7 +12,7 @@ import numpy as np
 
 from vtakit.cli._common import CONFIG_HELP, console, progress_console, tuning_context
 from vtakit.devices import device_names
-from vtakit.compiler.graph.recipe import AUTO
+from vtakit.compiler.graph.recipe import AUTO, recipe_table
 from vtakit.compiler.graph.report import calibration_lines
 from vtakit.errors import VtaError
 from vtakit.isa.config import DEFAULT_PRESET
@@ -251,6 +251,8 @@ def cmd_accuracy(args) -> int:
     console.print(f"calibration {notes['method']} on {notes['samples']} samples; equalize {notes['equalize']}, "
                   f"bias correction {notes['bias_correction']}; requantization {requant} ({cfg.label})")
     _print_search_notes(notes)
+    if (table := recipe_table(notes)) is not None:
+        console.print(table)
     if args.plot:
         console.print(f"plot written to {rep.plot(args.plot)}")
     return 0

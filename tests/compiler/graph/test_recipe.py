@@ -12,7 +12,7 @@ from vtakit.compiler.graph import compile_module
 from vtakit.compiler.graph.build import optimize
 from vtakit.compiler.graph.onnx_frontend import import_onnx
 from vtakit.compiler.graph.recipe import (AUTO, FALLBACK, MIN_GAIN, Recipe, candidate_values, improves,
-                                          recipe_lines)
+                                          recipe_lines, recipe_table)
 from vtakit.compiler.graph.report import calibration_lines
 from vtakit.compiler.zoo import build as zoo_build
 from vtakit.errors import CompileError
@@ -213,3 +213,21 @@ def test_a_recipe_chosen_in_a_later_pass_after_its_graphs_were_dropped_is_made_a
     r = module.notes["calibration"]["recipe"]
     assert r["chosen"]["calibration"] == "mse" and module.notes["calibration"]["method"] == "mse"
     assert methods == ["max", "percentile", "mse", "mse"], methods
+
+
+def test_report_accuracy_shows_every_recipe_judged(tmp_path, capsys):
+    import onnx
+
+    from vtakit.cli import main
+
+    module = compile_module(_residual_model(), "pynq", calibrate=_smooth(8, 0))
+    r = module.notes["calibration"]["recipe"]
+    assert r["start"] == FALLBACK.options()
+    table = recipe_table(module.notes["calibration"])
+    assert table.row_count == 1 + len(r["trials"]) + len(r["failed"])
+    assert recipe_table({}) is None
+    onnx.save(_residual_model(), tmp_path / "m.onnx")
+    np.save(tmp_path / "cal.npy", np.stack(_smooth(4, 0)))
+    assert main(["report", str(tmp_path / "m.onnx"), "--accuracy", "--calibrate", str(tmp_path / "cal.npy"),
+                 "--plot", ""]) == 0
+    assert "quantization recipes judged on the calibration samples" in capsys.readouterr().out
