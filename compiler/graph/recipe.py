@@ -42,7 +42,7 @@ AUTO = "auto"
 """The value of a knob the search sets; compile_module's default for all three."""
 MIN_GAIN = 0.05
 """A change is accepted when it lowers the mean output error on the calibration samples by at least this
-fraction (5 %): the gains measured on the real networks that held on their test photos were 14-32 %."""
+fraction (5 %): smaller gains on a few samples are noise, and a recipe changes every layer of the network."""
 MAX_PASSES = 3
 CALIBRATIONS = ("max", "percentile", "mse")
 """The calibration methods the search tries (kl lost on every real network; "search" is its own option)."""
