@@ -15,6 +15,7 @@ from vtakit.compiler.graph.recipe import (AUTO, FALLBACK, MIN_GAIN, Recipe, cand
                                           recipe_lines, recipe_table)
 from vtakit.compiler.graph.report import calibration_lines
 from vtakit.compiler.zoo import build as zoo_build
+from vtakit.compiler.graph.wide_residual import wide_bits
 from vtakit.errors import CompileError
 from vtakit.isa.config import HwConfig
 
@@ -68,9 +69,12 @@ def test_the_search_tries_only_what_can_change_the_program():
     g, pynq, mul = _graph(_residual_model()), HwConfig.load("pynq"), HwConfig.load("pynq_mul")
     assert candidate_values(g, pynq, "pow2", KNOBS) == dict(
         calibration=("max", "percentile", "mse"), wide_residual=("off", "on"), weight_rounding=("nearest", "gptq"))
-    # multipliers keep float weight scales (no GPTQ); LOAD.ACC8 configs have no wide pair
+    # multipliers keep float weight scales (no GPTQ); a config whose wide pairs keep no extra bits has none to try
     values = candidate_values(g, mul, "multiplier", KNOBS)
     assert values["weight_rounding"] == ("nearest",)
+    assert values["wide_residual"] == (("off", "on") if wide_bits(mul) else ("off",))
+    acc8 = HwConfig.load("pynq").replace(acc8_load=True)  # the skip added by an ALU ADD: no free 2**k
+    assert wide_bits(acc8) == 0 and candidate_values(g, acc8, "pow2", KNOBS)["wide_residual"] == ("off",)
     # a knob given is kept
     values = candidate_values(g, pynq, "pow2", dict(KNOBS, calibration="kl", wide_residual="off"))
     assert values["calibration"] == ("kl",) and values["wide_residual"] == ("off",)
