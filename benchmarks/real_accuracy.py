@@ -115,15 +115,14 @@ def main(argv: list[str] | None = None) -> int:
     ref = real.float_logits(model, xs)
     cycles = None
     if args.no_lower:
-        from vtakit.compiler.graph.build import calibration_samples, optimize
+        from vtakit.compiler.graph.build import optimize
         from vtakit.compiler.graph.execute import run_graph
         from vtakit.compiler.graph.onnx_frontend import import_onnx
         from vtakit.compiler.graph.recipe import float_and_int8_auto
 
         cfg = HwConfig.load(args.config)
         g = optimize(import_onnx(model))
-        samples, synthetic = calibration_samples(g, [c[None] for c in cal])
-        _, q, notes = float_and_int8_auto(g, cfg, samples, synthetic, **options,
+        _, q, notes = float_and_int8_auto(g, cfg, [c[None] for c in cal], **options,
                                           requant=check_requant(args.requant, cfg.alu_mul, cfg.label))
         print(f"quantized in {time.perf_counter() - t0:.1f} s; {options}")
         print_search_notes(notes)

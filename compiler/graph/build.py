@@ -318,8 +318,7 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
         notes["compile_s"] = time.perf_counter() - t0
         return CompiledModule(cfg, target, g, [n.name for n in g.nodes], notes=notes,
                               host="cuda" if target == "cuda" else "cpu")
-    samples, synthetic = calibration_samples(g, calibrate, seed)
-    _, q, notes["calibration"] = float_and_int8_auto(g, cfg, samples, synthetic, calibration=calibration,
+    _, q, notes["calibration"] = float_and_int8_auto(g, cfg, calibrate, seed=seed, calibration=calibration,
                                                      wide_residual=wide_residual, weight_rounding=weight_rounding,
                                                      equalize=equalize, bias_correction=bias_correction,
                                                      keep_float=keep_float, keep_float_until=keep_float_until,

@@ -322,7 +322,7 @@ def weight_exponents(w: np.ndarray) -> np.ndarray:
     """One exponent per output channel where that pays (`channel_scales.weight_exps`).  A conv/dense that
     keeps its int32 accumulator takes them too: the host's Dequantize scales its channels apart."""
     a = np.ascontiguousarray(w)
-    key = (a.shape, a.dtype.str, hashlib.blake2b(a.tobytes(), digest_size=16).digest())
+    key = _bytes_key(a)
     exps = _EXPONENTS.get(key)
     if exps is None:
         exps = weight_exps(a, _weight_exp, ideal_exponent, EXP_RANGE[1])
@@ -363,8 +363,9 @@ def graph_roundtrip(g: Graph, requant: str):
 
 
 def _bytes_key(w: np.ndarray) -> tuple:
+    """A key for a weight array by its values (a 128-bit digest of its bytes, read in place)."""
     a = np.ascontiguousarray(w)
-    return a.shape, a.dtype.str, hash(a.tobytes())
+    return a.shape, a.dtype.str, hashlib.blake2b(a.reshape(-1).view(np.uint8), digest_size=16).digest()
 
 
 def _linear_requant(w: np.ndarray, bias: np.ndarray, e_x: int, e_w: np.ndarray, e_y: int | None,

@@ -33,7 +33,8 @@ from vtakit.compiler.graph.exponent_search import (AGREEMENT, Progress, float_ou
                                                    sample_errors)
 from vtakit.compiler.graph.execute import run_graph
 from vtakit.compiler.graph.ir import Graph
-from vtakit.compiler.graph.wide_residual import MODES as WIDE_MODES, mark, wide_bits
+from vtakit.compiler.graph.quantize import precision_plan
+from vtakit.compiler.graph.wide_residual import MODES as WIDE_MODES, mark, wide_pairs
 from vtakit.compiler.graph.weight_rounding import MODES as ROUNDING_MODES
 from vtakit.errors import CompileError
 from vtakit.isa.config import HwConfig
@@ -96,45 +97,44 @@ def check_knob(name: str, value: str) -> str:
     return value
 
 
-def _has_residual_convs(g: Graph) -> bool:
-    """Whether some Add reads a Conv's output (the only place a wide pair can form)."""
-    producers = g.producers()
-    return any(n.op == "Add" and any((p := producers.get(t)) is not None and p.op == "Conv" for t in n.inputs)
-               for n in g.nodes)
+def _forms_wide_pairs(g: Graph, cfg: HwConfig) -> bool:
+    """Whether wide_residual "on" would widen any conv of `g` on `cfg` (quantize's own pairing)."""
+    marked = g.copy()
+    mark(marked, cfg, "on")
+    plan = precision_plan(marked)
+    return bool(wide_pairs(marked, plan.int8, plan.wide))
 
 
-def candidate_values(g: Graph, cfg: HwConfig, requant: str, knobs: dict[str, str]) -> dict[str, tuple[str, ...]]:
-    """knob -> the values the search may give it (one value: the knob is fixed)."""
-    qdq = bool(g.notes.get("qdq"))
+def candidate_values(g: Graph, cfg: HwConfig, requant: str, knobs: dict[str, str],
+                     searchable: bool = True) -> dict[str, tuple[str, ...]]:
+    """knob -> the values the search may give it, the fallback's first (one value: the knob is fixed).
+    `searchable` False (made-up samples) and QDQ models leave every auto knob at the fallback."""
     auto = {k for k, v in knobs.items() if v == AUTO}
-    values: dict[str, tuple[str, ...]] = {}
-    for k, v in knobs.items():
-        values[k] = (v,) if k not in auto else (getattr(FALLBACK, k),)
-    if qdq:
+    values = {k: (getattr(FALLBACK, k),) if k in auto else (v,) for k, v in knobs.items()}
+    if not searchable or g.notes.get("qdq"):
         return values
     if "calibration" in auto:
         values["calibration"] = CALIBRATIONS
-    if "wide_residual" in auto and wide_bits(cfg) > 0 and _has_residual_convs(g):
+    if "wide_residual" in auto and _forms_wide_pairs(g, cfg):
         values["wide_residual"] = ("off", "on")
     if "weight_rounding" in auto and requant == "pow2":
         values["weight_rounding"] = ("nearest", "gptq")
     return values
 
 
-def float_and_int8_auto(g: Graph, cfg: HwConfig, samples: list[dict[str, np.ndarray]], synthetic: bool, *,
-                        calibration: str = AUTO, wide_residual: str = AUTO, weight_rounding: str = AUTO,
+def float_and_int8_auto(g: Graph, cfg: HwConfig, calibrate, *, seed: int = 0, calibration: str = AUTO,
+                        wide_residual: str = AUTO, weight_rounding: str = AUTO,
                         keep_float_until: float | None = None, progress: Progress | None = None,
                         **options: Any) -> tuple[Graph, Graph, dict[str, Any]]:
     """`build.float_and_int8` for the optimized float graph `g` (not changed) with the auto knobs chosen
     (module docstring); `options`: float_and_int8's other keywords.  The notes gain "recipe"."""
-    from vtakit.compiler.graph.build import float_and_int8  # build imports this module
+    from vtakit.compiler.graph.build import calibration_samples, float_and_int8  # build imports this module
 
     knobs = dict(calibration=check_knob("calibration", calibration),
                  wide_residual=check_knob("wide_residual", wide_residual),
                  weight_rounding=check_knob("weight_rounding", weight_rounding))
-    values = candidate_values(g, cfg, options.get("requant", "pow2"), knobs)
-    if synthetic:
-        values = {k: (v[0] if knobs[k] != AUTO else getattr(FALLBACK, k),) for k, v in values.items()}
+    samples, synthetic = calibration_samples(g, calibrate, seed)
+    values = candidate_values(g, cfg, options.get("requant", "pow2"), knobs, searchable=not synthetic)
 
     weights_cache: dict = {}  # the weight-side work of a recipe, shared by those that differ in the rest
 
@@ -147,7 +147,7 @@ def float_and_int8_auto(g: Graph, cfg: HwConfig, samples: list[dict[str, np.ndar
         notes["synthetic"] = synthetic  # the samples come in as feeds, made up or not
         return fg, q, notes
 
-    start = Recipe(**{k: v[0] if len(v) == 1 else getattr(FALLBACK, k) for k, v in values.items()})
+    start = Recipe(**{k: v[0] for k, v in values.items()})
     searched = tuple(k for k, v in values.items() if len(v) > 1)
     if not searched:
         return quantized(start, keep_float_until)

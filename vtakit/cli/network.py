@@ -218,7 +218,7 @@ def _keep_float(spec: str) -> tuple[str, ...]:
 def cmd_accuracy(args) -> int:
     """`report MODEL --accuracy`: the float and int8 graphs side by side, per layer."""
     from vtakit.compiler.graph.accuracy import accuracy_report
-    from vtakit.compiler.graph.build import REQUANT, calibration_samples, first_sample_shapes, optimize
+    from vtakit.compiler.graph.build import REQUANT, first_sample_shapes, optimize
     from vtakit.compiler.graph.fixed_point import check_requant
     from vtakit.compiler.graph.recipe import float_and_int8_auto
     from vtakit.isa.config import HwConfig
@@ -238,9 +238,8 @@ def cmd_accuracy(args) -> int:
     kwargs = _int8_kwargs(args)
     cfg = HwConfig.load(args.config or DEFAULT_PRESET)
     requant = check_requant(args.requant or REQUANT, cfg.alu_mul, cfg.label)  # as compile_module resolves it
-    samples, synthetic = calibration_samples(graph, cal, args.seed)
     with _search_progress(_searches(kwargs, cal is not None)) as progress:
-        fg, qg, notes = float_and_int8_auto(graph, cfg, samples, synthetic, progress=progress, requant=requant,
+        fg, qg, notes = float_and_int8_auto(graph, cfg, cal, seed=args.seed, progress=progress, requant=requant,
                                             **kwargs)
     if notes["synthetic"]:
         console.print("[yellow]calibrated on seeded random inputs[/] (no --calibrate given)")
