@@ -86,3 +86,16 @@ def test_real_operators_keep_their_guards():
     y = cuda.relu(cuda.conv2d(x, np.ones((4, 3, 3, 3), np.float32), pads=(1, 1, 1, 1)))
     gpu.check_guards()
     assert y.numpy()[0, 0, 2, 2] == 27
+
+
+@pytest.mark.parametrize("count", [17, 33, 81])
+def test_float_to_int8_kernels_stay_inside_their_output(count):
+    """Inlined into the loop over threads, these kernels were vectorised with a masked int8 store that LLVM
+    compiled as a 4-byte store past the output's end (n = 1 mod 16); the kernel is now called per thread."""
+    gpu = cuda.Emulator()
+    x = np.linspace(-3, 3, count, dtype=np.float32)
+    q = cuda.quantize(gpu.upload(x), 2)
+    u = cuda.quantize_linear(gpu.upload(x), 0.05, 7, np.uint8)
+    gpu.check_guards()
+    np.testing.assert_array_equal(q.numpy(), np.clip(np.rint(x * 4), -128, 127).astype(np.int8))
+    np.testing.assert_array_equal(u.numpy(), np.clip(np.rint(x / np.float32(0.05)) + 7, 0, 255).astype(np.uint8))
