@@ -29,7 +29,7 @@ from vtakit.compiler.vta.te import ComputeDef
 from vtakit.isa.config import HwConfig
 from vtakit.isa.encoding import encode_program, encode_uops, words_from_bytes
 from vtakit.isa.insn import Alu, Gemm, Insn, Load, Store
-from vtakit.isa.fields import alu_layout, gemm_layout
+from vtakit.isa.fields import alu_layout, gemm_layout, mem_layout
 from vtakit.isa.opcodes import AluOp, MemId
 
 _OUT_PLANE_SHIFT = 8
@@ -214,7 +214,19 @@ class _Lowering:
                 self._compute(box, s.thread)
             else:
                 self._out_end(box, s.thread)
-        return insert_tokens(self.records, self.cfg.token_queue_depth)
+        return insert_tokens(self._preload_uops(self.records), self.cfg.token_queue_depth)
+
+    def _preload_uops(self, records: list[Record]) -> list[Record]:
+        """Every micro-op kernel in one LOAD at the start, when none was evicted (each then sits on chip at
+        its DRAM offset).  A kernel loaded where it is first used waits for the memory port, which a weight
+        DMA holds for thousands of cycles; loaded first, the whole table costs one short transfer."""
+        total = len(self.uops.dram_table())
+        if self.uops.loads != len(self.uops.words) or total > mem_layout(self.cfg)["x_size"].max:
+            return records
+        kept = [r for r in records if not (isinstance(r.insn, Load) and r.insn.mem == MemId.UOP)]
+        if len(kept) == len(records):
+            return records
+        return [Record(Load(MemId.UOP, 0, 0, 1, total, total), reloc="uops")] + kept
 
     def _view(self, thread: int) -> tuple[dict, dict]:
         regions, bases = {}, {}
@@ -323,6 +335,7 @@ def lower(nest: LoopNest, cfg: HwConfig, name: str | None = None) -> CompiledOp:
         tensors[ONES] = TensorSpec(ONES, (1,), MemId.INP)
     table = low.uops.dram_table()
     tensors["uops"] = TensorSpec("uops", (len(table),), MemId.UOP)
+    uop_loads = sum(isinstance(r.insn, Load) and r.insn.mem == MemId.UOP for r in records)
     return CompiledOp(name or compute.name, cfg, compute, [r.insn for r in records],
                       {k: np.array(v, dtype=np.int64) for k, v in relocs.items()}, tensors, table,
-                      low.uops.loads, {"alloc": low.alloc.used, "kernels": len(low.uops.words)})
+                      uop_loads, {"alloc": low.alloc.used, "kernels": len(low.uops.words)})

@@ -166,7 +166,7 @@ def conv_terms(cfg: HwConfig, s: ConvShape, k: ConvKnobs, fit: CostFit = FIT) ->
     gemm = steps * (t_oh * t_ow * kernel + _INSN_OVERHEAD)
     tile_ops = tiles * (acc_tile * (1 + s.epilogue_ops + s.operand_steps + (s.planes - 1))
                         + _INSN_OVERHEAD * (2 + s.epilogue_ops))
-    uop_loads = tiles * 2 * (_row_cycles(cfg, kernel * 4) + 1)
+    uop_loads = _row_cycles(cfg, kernel * 2 * 4) + 1   # the kernels, loaded once at the start (codegen)
     compute = gemm + tile_ops + uop_loads
     first = inp_cycles + wgt_step
     if vt > 1:
