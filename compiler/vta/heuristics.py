@@ -44,10 +44,10 @@ class CostFit:
 FIT = CostFit(imbalance=0.5, tile_stall=0.25, residual_stall=1.0, vthreads=(4, 3, 2, 1))
 """The grid point with the fewest cycles over C2-C11 (benchmarks/fit_heuristic.py, 27 points): 7,233,661
 cycles, 91.6 % of peak (the tuner's best knobs: 7,286,499, 90.9 %); every layer as fast as its tuned knobs
-or faster (refit after the micro-ops moved to one load up front; 7,304,219 / 90.7 % before).  Unfit (CostFit()): 7,405,771, 89.4 %.  `residual_stall` (C2-C11 have no residual, so the grid
-does not see it) is from `make demo`'s 8 fused convs: their compute module's token stalls are about one residual
-load per tile over (threads - 1)^2; at 1.0 the layer1 convs take 2x2x56 tiles on 4 threads, 569,776 -> 563,313
-cycles each."""
+or faster.  Refit after the micro-ops moved to one load up front (7,304,219, 90.7 % before).  Unfit
+(CostFit()): 7,330,578, 90.4 %.  `residual_stall` (C2-C11 have no residual, so the grid does not see it) is
+from `make demo`'s 8 fused convs: their compute module's token stalls are about one residual load per tile
+over (threads - 1)^2; at 1.0 the layer1 convs take 2x2x56 tiles on 4 threads, 569,776 -> 563,313 cycles each."""
 
 
 @dataclass(frozen=True)
