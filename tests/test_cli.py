@@ -80,7 +80,8 @@ def test_bench(capsys):
     assert main(["bench", "conv2d", "--layers", "C11,C10", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["name"] for r in rows] == ["C11", "C10"] and all(r["correct"] for r in rows)
-    assert set(rows[0]) == {"name", "macs", "cycles", "utilization", "gops", "correct"}
+    assert set(rows[0]) == {"name", "macs", "cycles", "utilization", "compute_bound", "gops", "correct"}
+    assert rows[0]["utilization"] <= rows[0]["compute_bound"] <= 1
     assert main(["bench", "dense", "--device", "fsim"]) == 0
     assert "all results match numpy: yes" in capsys.readouterr().out
 

@@ -57,10 +57,22 @@ def _run_layer(layer, cfg: HwConfig, device, vthreads: int | None, seed: int) ->
                            **requant)
         expect = reference.dense(x, w, bias=b, **requant)
     return {"name": layer.name, "macs": rep.macs, "cycles": rep.cycles, "utilization": rep.utilization,
-            "gops": rep.gops, "correct": bool(y.dtype == expect.dtype and np.array_equal(y, expect)),
+            "compute_bound": compute_bound(rep.macs, rep.stats, cfg), "gops": rep.gops, "correct": bool(y.dtype == expect.dtype and np.array_equal(y, expect)),
             "repeats": getattr(layer, "repeats", 1), "vta_offloads": getattr(layer, "vta_offloads", True),
             "instructions": rep.instructions, "packing": rep.packing,
             "compile_s": round(rep.compile_s, 3), "run_s": round(rep.run_s, 3), "schedule": rep.schedule}
+
+
+def compute_bound(macs: int, stats, cfg: HwConfig) -> float | None:
+    """The utilization this program would reach if its compute module never waited for a load, a store
+    or the memory port: MACs at peak over the compute module's busy cycles (GEMM and reset micro-ops, the
+    ALU epilogue, instruction overheads).  Where `utilization` is far below it, the schedule's overlap is
+    the limit; where they meet, the compute module's own work is (on VTA's ISA, the epilogue's ALU
+    cycles per output entry).  None for devices that count no per-module cycles."""
+    compute = stats.modules.get("compute") if stats is not None and stats.modules else None
+    if compute is None or not compute.busy:
+        return None
+    return macs / (compute.busy * cfg.peak_macs_per_cycle)
 
 
 def summary(rows: list[dict], cfg: HwConfig) -> dict:

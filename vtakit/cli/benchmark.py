@@ -28,7 +28,7 @@ def cmd_bench_layers(args) -> int:
             progress.update(task, description=f"{layer.name} on {args.device}")
             rows.append(run_layer(layer, cfg, args.device, args.vthreads))
             progress.advance(task)
-    keys = ["name", "macs", "cycles", "utilization", "gops", "correct"]
+    keys = ["name", "macs", "cycles", "utilization", "compute_bound", "gops", "correct"]
     if args.device == "rtl":
         keys[3:3] = ["model_cycles", "model_error_pct"]
     if args.json:

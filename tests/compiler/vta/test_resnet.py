@@ -81,6 +81,17 @@ def test_one_by_one_stride2_utilization(rows_default, name):
     assert row["utilization"] > 0.24, (name, row["utilization"], row["schedule"])
 
 
+@pytest.mark.parametrize("name", ONE_BY_ONE_STRIDE2)
+def test_one_by_one_stride2_is_capped_by_the_epilogue(rows_default, name):
+    """Each 16-channel output entry takes icb GEMM micro-ops and at least a reset, SHR, MIN and MAX on the
+    compute module (VTA's ISA: one ALU entry a cycle, no clip), so the compute module's own work keeps
+    these layers under icb / (icb + 4) whatever the overlap (issue 18's 70 % is out of reach for C4, C7)."""
+    row, layer = rows_default[name], LAYERS[name]
+    icb = layer.c_in // PYNQ.block_in
+    assert row["utilization"] <= row["compute_bound"] < icb / (icb + 4), row
+    assert row["compute_bound"] < 0.70 or icb >= 16
+
+
 def test_virtual_threads_save_cycles(rows_default, rows_vthreads1):
     default_total = bench.summary(list(rows_default.values()), PYNQ)["total_cycles"]
     single_total = bench.summary(list(rows_vthreads1.values()), PYNQ)["total_cycles"]
