@@ -164,7 +164,8 @@ class CompiledModule:
     @classmethod
     def load(cls, path) -> "CompiledModule":
         try:
-            with np.load(path, allow_pickle=False) as z:
+            # the file is opened here, so it is closed even when numpy cannot read it as an archive
+            with open(path, "rb") as f, np.load(f, allow_pickle=False) as z:
                 arrays = {k.replace("|", "/"): z[k] for k in z.files}
             manifest = json.loads(bytes(arrays.pop("manifest")).decode())
         except FileNotFoundError:

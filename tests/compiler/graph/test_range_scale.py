@@ -104,7 +104,7 @@ def test_a_graph_input_is_scaled_by_a_host_mul(scaled):
     assert "x" in factors and h.inputs == ["x"]
     mul = h.nodes[0]
     assert mul.op == "Mul" and mul.inputs[0] == "x"
-    alpha = float(h.consts[mul.inputs[1]])
+    alpha = float(np.asarray(h.consts[mul.inputs[1]]).item())
     assert alpha == pytest.approx(factors["x"], rel=1e-7) and h.consts[mul.inputs[1]].dtype == np.float32
     conv = next(n for n in h.nodes if n.op == "Conv")
     assert conv.inputs[0] == mul.outputs[0]
