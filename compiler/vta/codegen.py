@@ -221,7 +221,7 @@ class _Lowering:
         its DRAM offset).  A kernel loaded where it is first used waits for the memory port, which a weight
         DMA holds for thousands of cycles; loaded first, the whole table costs one short transfer."""
         total = len(self.uops.dram_table())
-        if self.uops.loads != len(self.uops.words) or total > mem_layout(self.cfg)["x_size"].max:
+        if self.uops.evicted or total > mem_layout(self.cfg)["x_size"].max:
             return records
         kept = [r for r in records if not (isinstance(r.insn, Load) and r.insn.mem == MemId.UOP)]
         if len(kept) == len(records):

@@ -88,6 +88,9 @@ class UopCache:
         self.words: list[np.ndarray] = []
         self._dram_top = 0
         self.loads = 0
+        self.evicted = False
+        """Whether a kernel was ever evicted.  Until one is, every kernel sits on chip at its DRAM offset,
+        so the whole table can be loaded at once (codegen's preload)."""
 
     def place(self, kernel: np.ndarray) -> tuple[int, int | None]:
         """(on-chip start, DRAM element offset to load it from or None if resident)."""
@@ -101,6 +104,7 @@ class UopCache:
         if self._top + n > self.capacity:  # evict everything; the compute module runs in order
             self._resident.clear()
             self._top = 0
+            self.evicted = True
         start = self._top
         self._top += n
         self._resident[key] = start

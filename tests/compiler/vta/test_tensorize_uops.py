@@ -344,6 +344,16 @@ def test_uop_cache_eviction():
     assert table.shape == (9, 3) and table[:, 0].tolist() == [1, 2, 3, 4, 5, 6, 7, 8, 9]
 
 
+def test_uop_cache_says_when_it_evicted():
+    """Evicted once, a kernel can sit on chip away from its DRAM offset even if each kernel loaded only
+    once (here b: on chip at 0, in DRAM at 4), so the table can no longer be loaded whole at the start."""
+    cache = UopCache(6)
+    assert cache.place(k(1, 2, 3, 4)) == (0, 0) and not cache.evicted
+    assert cache.place(k(1, 2, 3, 4)) == (0, None) and not cache.evicted
+    assert cache.place(k(5, 6, 7)) == (0, 4) and cache.evicted
+    assert cache.loads == 2 and len(cache.words) == 2
+
+
 def test_uop_cache_exact_fit_and_too_large():
     cache = UopCache(4)
     assert cache.place(k(1, 2)) == (0, 0)
