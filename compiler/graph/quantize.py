@@ -48,7 +48,6 @@ shift is >= 0.
 from __future__ import annotations
 
 import hashlib
-
 import math
 from dataclasses import dataclass, field
 
@@ -321,11 +320,10 @@ _EXPONENTS_KEPT = 4096
 def weight_exponents(w: np.ndarray) -> np.ndarray:
     """One exponent per output channel where that pays (`channel_scales.weight_exps`).  A conv/dense that
     keeps its int32 accumulator takes them too: the host's Dequantize scales its channels apart."""
-    a = np.ascontiguousarray(w)
-    key = _bytes_key(a)
+    key = _bytes_key(w)
     exps = _EXPONENTS.get(key)
     if exps is None:
-        exps = weight_exps(a, _weight_exp, ideal_exponent, EXP_RANGE[1])
+        exps = weight_exps(w, _weight_exp, ideal_exponent, EXP_RANGE[1])
         if len(_EXPONENTS) >= _EXPONENTS_KEPT:
             _EXPONENTS.pop(next(iter(_EXPONENTS)))
         _EXPONENTS[key] = exps

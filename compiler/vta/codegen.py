@@ -220,7 +220,7 @@ class _Lowering:
         """Every micro-op kernel in one LOAD at the start, when none was evicted (each then sits on chip at
         its DRAM offset).  A kernel loaded where it is first used waits for the memory port, which a weight
         DMA holds for thousands of cycles; loaded first, the whole table costs one short transfer."""
-        total = len(self.uops.dram_table())
+        total = self.uops.table_size
         if self.uops.evicted or total > mem_layout(self.cfg)["x_size"].max:
             return records
         kept = [r for r in records if not (isinstance(r.insn, Load) and r.insn.mem == MemId.UOP)]

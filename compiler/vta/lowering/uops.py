@@ -115,6 +115,11 @@ class UopCache:
         self.loads += 1
         return start, self._dram[key]
 
+    @property
+    def table_size(self) -> int:
+        """Entries of the DRAM table: every distinct kernel once."""
+        return self._dram_top
+
     def dram_table(self) -> np.ndarray:
         """All distinct kernels, concatenated: an (n, 3) table of dst, src, wgt."""
         return np.concatenate(self.words) if self.words else np.zeros((0, 3), dtype=np.int64)
