@@ -8,9 +8,29 @@ callers can catch the precise subclass and read the structured attributes.
 
 from __future__ import annotations
 
+import re
+
+MAX_MESSAGE_CHARS = 400
+"""An error message is one line of at most this many characters: hostile input (a 5 MB bad value,
+a multi-line tool log) is elided in the middle, never echoed whole."""
+
+
+def one_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """`text` on one line (line breaks and runs of white space become one space), at most `limit`
+    characters: the head and the tail are kept, since both tend to say what and where."""
+    text = re.sub(r"\s*[\r\n]+\s*", " ", text).strip()
+    if len(text) <= limit:
+        return text
+    tail = limit // 5
+    note = f" ... [{len(text) - limit + 5} characters elided] ... "
+    return text[: limit - tail - len(note)] + note + text[-tail:]
+
 
 class VtaError(Exception):
-    """Base class of every vtakit error."""
+    """Base class of every vtakit error; its message is always one bounded line (`one_line`)."""
+
+    def __str__(self) -> str:
+        return one_line(super().__str__())
 
 
 class ConfigError(VtaError):

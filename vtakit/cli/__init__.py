@@ -3,16 +3,18 @@
 Each command module under `vtakit/cli/` has `register(subparsers)` and its
 `cmd_*` functions; adding a command is one module plus one entry in
 `COMMAND_MODULES`.  Errors a user can cause arrive as one `error: ...` line on
-stderr and exit status 1.
+stderr and exit status 1.  Anything else is a bug in vtakit: it too is one line
+(exit status 2), and VTAKIT_DEBUG=1 shows its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
-from vtakit.errors import VtaError
+from vtakit.errors import VtaError, one_line
 
 # In the order `vtakit --help` lists them.
 COMMAND_MODULES = (
@@ -43,3 +45,15 @@ def main(argv: list[str] | None = None) -> int:
     except VtaError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except MemoryError:
+        print(f"error: out of memory in vtakit {args.command}", file=sys.stderr)
+        return 1
+    except Exception as e:  # a bug, not bad input: still one line for the user, the traceback on request
+        if os.environ.get("VTAKIT_DEBUG"):
+            raise
+        print(f"error: internal error in vtakit {args.command} ({type(e).__name__}: {one_line(str(e), 200)}); "
+              "this is a bug in vtakit, set VTAKIT_DEBUG=1 for the traceback", file=sys.stderr)
+        return 2
