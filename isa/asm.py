@@ -7,6 +7,10 @@ A listing line reads
 index, module, mnemonic, fields by name, dependency flags.  The index and module
 columns are optional on input (checked when present), `;` or `#` start a comment,
 and `asm(disasm(p), cfg) == p` for every program.
+
+Source text is untrusted: whatever is wrong with it (bytes that are not UTF-8,
+a megabyte line, a number of a thousand digits, a field out of range for the
+configuration) is one IsaError naming the line, with the bad value cut short.
 """
 
 from __future__ import annotations
@@ -17,12 +21,22 @@ import numpy as np
 
 from vtakit.errors import IsaError
 from vtakit.isa.config import HwConfig
-from vtakit.isa.encoding import decode_program, decode_uops
+from vtakit.isa.encoding import decode_program, decode_uops, encode_program
 from vtakit.isa.insn import Alu, Finish, Gemm, Insn, Load, Store
 from vtakit.isa.opcodes import MEM_MNEMONIC, AluOp, MemId, Module
 
 _MEM_BY_MNEMONIC = {v: k for k, v in MEM_MNEMONIC.items()}
 _MODULE_NAMES = {m.label for m in Module}
+
+MAX_LINE_CHARS = 1 << 16
+"""A listing line is about 100 characters; one far longer is not a line of a listing."""
+MAX_NUMBER_CHARS = 40
+"""Every field fits 64 bits: 0x plus 16 hex digits, or 20 decimal ones, with room for '_' and a sign."""
+
+
+def _show(text: str, limit: int = 40) -> str:
+    """A piece of the source for an error message, cut short."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text):,} characters)"
 
 
 # ---------------------------------------------------------------- disassembly
@@ -82,15 +96,23 @@ def disasm(
 
 
 # ----------------------------------------------------------------- assembly
-def asm(text: str, cfg: HwConfig | None = None) -> list[Insn]:
-    """Parse a listing back into instructions (fields are range-checked on encode)."""
+def asm(text: "str | bytes", cfg: HwConfig | None = None) -> list[Insn]:
+    """Parse a listing back into instructions; with `cfg`, every field is range-checked too.
+
+    `text` may be the file's bytes: a line that is not UTF-8 is then an error naming it."""
     insns: list[Insn] = []
-    for lineno, raw in enumerate(text.splitlines(), 1):
+    linenos: list[int] = []
+    for lineno, raw in enumerate(_lines(text), 1):
+        if len(raw) > MAX_LINE_CHARS:
+            raise IsaError(f"{len(raw):,} characters long, not a listing line (at most {MAX_LINE_CHARS:,})",
+                           line=lineno)
+        if isinstance(raw, bytes):
+            raw = _decode(raw, lineno)
         line = raw.split(";", 1)[0].split("#", 1)[0].strip()
         if not line:
             continue
         tokens = line.split()
-        if tokens[0].isdigit():
+        if tokens[0].isascii() and tokens[0].isdigit():
             tokens = tokens[1:]
         module = None
         if tokens and tokens[0].lower() in _MODULE_NAMES:
@@ -103,23 +125,45 @@ def asm(text: str, cfg: HwConfig | None = None) -> list[Insn]:
             raise IsaError(f"{insn.mnemonic} runs on the {insn.module.label} module, not {module}",
                            line=lineno)
         insns.append(insn)
+        linenos.append(lineno)
+    if cfg is not None:
+        try:
+            encode_program(insns, cfg)
+        except IsaError as e:
+            if e.insn_index is None:
+                raise
+            raise IsaError(e.detail, field=e.field, line=linenos[e.insn_index]) from None
     return insns
+
+
+def _lines(text: "str | bytes") -> "list[str] | list[bytes]":
+    """The source's lines, split on newlines only (as editors number them), a final CR dropped."""
+    if isinstance(text, (bytes, bytearray)):
+        return [line.removesuffix(b"\r") for line in bytes(text).split(b"\n")]
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
+def _decode(raw: bytes, lineno: int) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise IsaError(f"not UTF-8 text (byte {raw[e.start]:#04x} at column {e.start + 1})", line=lineno) from None
 
 
 def _parse(mnemonic: str, args: list[str], lineno: int) -> Insn:
     kv: dict[str, str] = {}
     for tok in args:
         if "=" not in tok:
-            raise IsaError(f"expected key=value, got {tok!r}", line=lineno)
+            raise IsaError(f"expected key=value, got {_show(tok)}", line=lineno)
         key, value = tok.split("=", 1)
         if key in kv:
-            raise IsaError(f"{key!r} given twice", line=lineno)
+            raise IsaError(f"{_show(key)} given twice", line=lineno)
         kv[key] = value
     deps = _take_deps(kv, lineno)
     head, _, suffix = mnemonic.partition(".")
     if head in ("LOAD", "STORE"):
         if suffix not in _MEM_BY_MNEMONIC:
-            raise IsaError(f"unknown memory type {suffix!r} in {mnemonic}", line=lineno)
+            raise IsaError(f"unknown memory type {_show(suffix)} in {_show(mnemonic)}", line=lineno)
         pads = _ints(kv.pop("pad", "0,0,0,0"), 4, "pad", lineno)
         fields = dict(
             mem=_MEM_BY_MNEMONIC[suffix],
@@ -140,23 +184,23 @@ def _parse(mnemonic: str, args: list[str], lineno: int) -> Insn:
         common = dict(uop_bgn=bgn, uop_end=end, iter_out=it_out, iter_in=it_in,
                       dst_factor_out=dst[0], dst_factor_in=dst[1],
                       src_factor_out=src[0], src_factor_in=src[1],
-                      reset=bool(_int(kv.pop("reset", "0"), "reset", lineno)))
+                      reset=_flag(kv.pop("reset", "0"), "reset", lineno))
         if head == "GEMM":
             wgt = _ints(kv.pop("wgt", "0,0"), 2, "wgt", lineno)
             insn = Gemm(**common, wgt_factor_out=wgt[0], wgt_factor_in=wgt[1], **deps)
         else:
             if suffix not in AluOp.__members__:
-                raise IsaError(f"unknown ALU operation {suffix!r}", line=lineno)
+                raise IsaError(f"unknown ALU operation {_show(suffix)}", line=lineno)
             imm = kv.pop("imm", None)
-            use_imm = _int(kv.pop("use_imm", "1" if imm is not None else "0"), "use_imm", lineno)
-            insn = Alu(op=AluOp[suffix], use_imm=bool(use_imm),
+            use_imm = _flag(kv.pop("use_imm", "1" if imm is not None else "0"), "use_imm", lineno)
+            insn = Alu(op=AluOp[suffix], use_imm=use_imm,
                        imm=_int(imm, "imm", lineno) if imm is not None else 0, **common, **deps)
     elif mnemonic == "FINISH":
         insn = Finish(**deps)
     else:
-        raise IsaError(f"unknown mnemonic {mnemonic!r}", line=lineno)
+        raise IsaError(f"unknown mnemonic {_show(mnemonic)}", line=lineno)
     if kv:
-        raise IsaError(f"unknown field {sorted(kv)[0]!r} for {mnemonic}", line=lineno)
+        raise IsaError(f"unknown field {_show(sorted(kv)[0])} for {mnemonic}", line=lineno)
     return insn
 
 
@@ -166,7 +210,7 @@ def _take_deps(kv: dict[str, str], lineno: int) -> dict[str, bool]:
         if kind in kv:
             for side in kv.pop(kind).split(","):
                 if side not in ("prev", "next"):
-                    raise IsaError(f"{kind}= takes prev and/or next, got {side!r}", line=lineno)
+                    raise IsaError(f"{kind}= takes prev and/or next, got {_show(side)}", line=lineno)
                 deps[f"{kind}_{side}"] = True
     return deps
 
@@ -178,16 +222,28 @@ def _require(kv: dict[str, str], key: str, lineno: int) -> str:
 
 
 def _int(text: str, key: str, lineno: int) -> int:
+    """An integer in Python's notation (0x.., 0b.., 1_000), ASCII digits only, at most 64 bits."""
+    if len(text) > MAX_NUMBER_CHARS:
+        raise IsaError(f"{key}={_show(text)} is too long for a number of any field", line=lineno)
     try:
+        if not text.isascii():
+            raise ValueError(text)
         return int(text, 0)
     except ValueError:
-        raise IsaError(f"{key}={text!r} is not an integer", line=lineno) from None
+        raise IsaError(f"{key}={_show(text)} is not an integer", line=lineno) from None
+
+
+def _flag(text: str, key: str, lineno: int) -> bool:
+    value = _int(text, key, lineno)
+    if value not in (0, 1):
+        raise IsaError(f"{key}={_show(text)} must be 0 or 1", line=lineno)
+    return bool(value)
 
 
 def _ints(text: str, n: int, key: str, lineno: int, sep: str = ",") -> list[int]:
     parts = text.split(sep)
     if len(parts) != n:
-        raise IsaError(f"{key}= takes {n} values separated by {sep!r}, got {text!r}", line=lineno)
+        raise IsaError(f"{key}= takes {n} values separated by {sep!r}, got {_show(text)}", line=lineno)
     return [_int(p, key, lineno) for p in parts]
 
 

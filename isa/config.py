@@ -20,10 +20,23 @@ from typing import Any
 import numpy as np
 
 from vtakit.errors import ConfigError
+from vtakit.isa.config_io import read_json as _read_json, show as _show
 from vtakit.isa.opcodes import MemId
 
 _INT_DTYPES = {8: np.int8, 16: np.int16, 32: np.int32}
 _SRAM_ADDR_BITS = 16  # width of sram_base in LOAD/STORE (ISA.md)
+
+MAX_BUFF_BYTES = 1 << 26
+"""64 MiB per on-chip buffer: more than the largest FPGA holds in all its BRAM and URAM (a VU13P:
+about 57 MB).  The address fields bound a buffer's depth (2^16 elements), not its element size, and
+a simulator allocates every buffer (several times over, in its float copies)."""
+MAX_CLOCK_MHZ = 10_000.0
+"""10 GHz: no FPGA fabric comes near it; a bound keeps every derived figure (GOPS, ms) finite."""
+_INT_LIMITS = {"mem_latency": 1 << 16, "gemm_pipeline": 1 << 10, "alu_pipeline": 1 << 10,
+               "alu_ii": 1 << 10, "cmd_queue_depth": 1 << 16, "token_queue_depth": 1 << 16}
+"""Upper bounds of the timing fields: far beyond any memory or pipeline, and small enough that the
+cycle model's int64 arithmetic and the RTL's 32-bit parameters never overflow."""
+_TARGET_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 
 
 DEFAULT_PRESET = "pynq"
@@ -153,7 +166,7 @@ class HwConfig:
         return {"vtakit_config": 1, **dataclasses.asdict(self)}
 
     def to_json(self, path: "str | Path | None" = None) -> str:
-        text = json.dumps(self.to_dict(), indent=2) + "\n"
+        text = json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"   # standard JSON only
         if path is not None:
             Path(path).write_text(text)
         return text
@@ -161,18 +174,19 @@ class HwConfig:
     @staticmethod
     def from_json(path: "str | Path") -> "HwConfig":
         """Read a vtakit config or a VTA `vta_config.json` (LOG_* keys)."""
+        data = _read_json(Path(path))
         try:
-            data = json.loads(Path(path).read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"config file {str(path)!r} does not exist") from None
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{path}: not valid JSON ({e})") from None
-        return HwConfig.from_dict(data)
+            return HwConfig.from_dict(data)
+        except ConfigError as e:                 # name the file as well as the field
+            raise ConfigError(f"{e.detail} (in {path})", field=e.field) from None
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> "HwConfig":
         if not isinstance(data, dict):
             raise ConfigError("a configuration must be a JSON object")
+        for key in data:
+            if not isinstance(key, str):
+                raise ConfigError(f"keys must be strings, got {_show(key)}")
         if any(k.startswith("LOG_") or k in ("TARGET", "HW_VER") for k in data):
             return _from_vta_dict(data)
         return _from_vtakit_dict(data)
@@ -324,10 +338,17 @@ def _validate(cfg: HwConfig) -> None:
             if not isinstance(value, bool):
                 raise ConfigError(f"must be true or false, got {value!r}", field=f.name)
         elif f.name == "clock_mhz":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ConfigError(f"must be a positive number, got {value!r}", field=f.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not 0 < value <= MAX_CLOCK_MHZ:      # NaN and infinities fail this too
+                raise ConfigError(f"must be a finite number in (0, {MAX_CLOCK_MHZ:g}] MHz, got {_show(value)}",
+                                  field=f.name)
         elif isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"must be an integer, got {value!r}", field=f.name)
+            raise ConfigError(f"must be an integer, got {_show(value)}", field=f.name)
+        elif value.bit_length() > 64:
+            raise ConfigError(f"{value.bit_length()}-bit integer is out of any sane range", field=f.name)
+    if len(cfg.target) > 64 or not set(cfg.target) <= _TARGET_CHARS:
+        raise ConfigError(f"must be a short name of letters, digits, '_', '.' and '-', got {_show(cfg.target)}",
+                          field="target")
 
     for name in ("batch", "block_in", "block_out"):
         if not _is_pow2(getattr(cfg, name)):
@@ -345,6 +366,9 @@ def _validate(cfg: HwConfig) -> None:
         size, elem = getattr(cfg, name), cfg.elem_bytes(mem)
         if not _is_pow2(size):
             raise ConfigError(f"must be a power of two, got {size}", field=name)
+        if size > MAX_BUFF_BYTES:
+            raise ConfigError(f"{size:,} bytes exceeds the {MAX_BUFF_BYTES >> 20} MiB an on-chip buffer may have",
+                              field=name)
         if size < elem:
             raise ConfigError(f"{size} bytes is smaller than one {mem.name} element ({elem} bytes)",
                               field=name)
@@ -370,6 +394,9 @@ def _validate(cfg: HwConfig) -> None:
     for name in ("cmd_queue_depth", "token_queue_depth", "alu_ii"):
         if getattr(cfg, name) < 1:
             raise ConfigError("must be at least 1", field=name)
+    for name, limit in _INT_LIMITS.items():
+        if getattr(cfg, name) > limit:
+            raise ConfigError(f"{getattr(cfg, name):,} is beyond the limit of {limit:,}", field=name)
 
     from vtakit.isa.fields import check_layouts  # late import: layouts read this config
 
@@ -390,6 +417,8 @@ _VTA_LOG_KEYS = {
 def _from_vta_dict(data: dict[str, Any]) -> HwConfig:
     """VTA's format: board parameters come from the preset of the same TARGET."""
     target = data.get("TARGET", DEFAULT_PRESET)
+    if not isinstance(target, str):
+        raise ConfigError(f"must be a string, got {_show(target)}", field="TARGET")
     base = PRESETS.get(target, PRESETS[DEFAULT_PRESET])
     params: dict[str, Any] = {"target": target}
     for key, value in data.items():
@@ -398,12 +427,12 @@ def _from_vta_dict(data: dict[str, Any]) -> HwConfig:
         if key not in _VTA_LOG_KEYS:
             raise ConfigError("unknown key in VTA config", field=key)
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 40:
-            raise ConfigError(f"must be a small non-negative integer, got {value!r}", field=key)
+            raise ConfigError(f"must be a small non-negative integer, got {_show(value)}", field=key)
         params[_VTA_LOG_KEYS[key]] = 1 << value
     if "LOG_BLOCK" in data:
         value = data["LOG_BLOCK"]
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 40:
-            raise ConfigError(f"must be a small non-negative integer, got {value!r}", field="LOG_BLOCK")
+            raise ConfigError(f"must be a small non-negative integer, got {_show(value)}", field="LOG_BLOCK")
         params.setdefault("block_in", 1 << value)
         params.setdefault("block_out", 1 << value)
     if "LOG_INP_WIDTH" in data and "LOG_OUT_WIDTH" not in data:
@@ -422,6 +451,8 @@ def _from_vtakit_dict(data: dict[str, Any]) -> HwConfig:
     params = dict(data)
     params.pop("vtakit_config", None)
     base_name = params.pop("preset", DEFAULT_PRESET)
+    if not isinstance(base_name, str):
+        raise ConfigError(f"must be a preset name, got {_show(base_name)}", field="preset")
     base = HwConfig.preset(base_name)
     for key in params:
         if key not in names:

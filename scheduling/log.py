@@ -5,8 +5,15 @@ fingerprint, plus its label for people), the schedule, and either cycles or the
 error; the tuner, the trial number and a timestamp ride along.  Each append is
 flushed and fsynced, so a killed run keeps every result it reported; a rerun
 with the same log reads them back, measures none of them again and goes on.
-A line cut short by a kill is skipped on reading and cut off before the next
-append.
+A complete last record without its newline is kept (the newline is added
+before the next append); a line cut short by a kill, never acknowledged, is
+skipped on reading and cut off before the next append.
+
+A log is not trusted (log_records.py): every record is checked on reading.
+`read_log` refuses a log with an invalid record (one error naming the line);
+the tuner and the compiler skip invalid records with one warning that says how
+many and where the first is, so one damaged line stops neither a resume nor a
+compile.  Records for another configuration are never used.
 
 `apply_best(log)` turns a log into the table the compiler consults:
 
@@ -19,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,102 +35,203 @@ from typing import Iterator
 from vtakit.compiler.vta.dispatch import use_schedules
 from vtakit.errors import VtaError
 from vtakit.isa.config import HwConfig
+from vtakit.scheduling.log_records import REQUIRED_KEYS, record_problem, usable_problem
 
-RECORD_KEYS = ("workload", "config", "schedule", "cycles", "error")
-
-
-def _check_record(rec: object, where: str) -> dict:
-    if not isinstance(rec, dict) or any(k not in rec for k in RECORD_KEYS):
-        raise VtaError(f"{where}: not a tuning record (needs {', '.join(RECORD_KEYS)})")
-    if not isinstance(rec["schedule"], dict):
-        raise VtaError(f"{where}: schedule must be an object of knobs")
-    return rec
+RECORD_KEYS = REQUIRED_KEYS
 
 
-def read_log(path: str | Path) -> list[dict]:
-    """Every complete record of a log, in file order; a cut-off last line is skipped."""
-    path = Path(path)
+class TuningLogWarning(UserWarning):
+    """Records of a tuning log that were skipped (the message says how many and where)."""
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _parse_line(raw: bytes) -> tuple[object, str | None]:
+    """(the JSON value of one line, None) or (None, why it is not JSON)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return None, f"not UTF-8 text (byte {raw[e.start]:#04x} at column {e.start + 1})"
+    try:
+        return json.loads(text, parse_constant=_reject_constant), None
+    except RecursionError:
+        return None, "not valid JSON (nested too deeply)"
+    except ValueError:
+        return None, "not valid JSON"
+
+
+def _warn_skipped(what: str, skipped: list[tuple[str, str]]) -> None:
+    """One warning for all the records skipped (`skipped`: where, why), naming the first."""
+    if skipped:
+        where, why = skipped[0]
+        warnings.warn(f"{what}: skipped {len(skipped)} invalid record{'s' if len(skipped) > 1 else ''} "
+                      f"(first at {where}: {why})", TuningLogWarning, stacklevel=3)
+
+
+def _scan(path: Path, strict: bool) -> tuple[list[dict], list[int]]:
+    """The valid records of a log and their line numbers; the invalid ones raise (strict) or warn."""
     if not path.exists():
         raise VtaError(f"tuning log {path} does not exist")
-    records = []
-    lines = path.read_text().split("\n")
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise VtaError(f"cannot read tuning log {path}: {e.strerror}") from None
+    lines = data.split(b"\n")
+    records, numbers, skipped = [], [], []
+    for i, raw in enumerate(lines, 1):
+        if not raw.strip():
             continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            if i == len(lines):          # the last line, cut by a kill: it was never acknowledged
-                continue
-            raise VtaError(f"{path}:{i}: not valid JSON") from None
-        records.append(_check_record(rec, f"{path}:{i}"))
-    return records
+        rec, why = _parse_line(raw)
+        if why is not None and i == len(lines):
+            continue            # the last line, cut by a kill: it was never acknowledged
+        if why is None:
+            why = record_problem(rec)
+        if why is None:
+            records.append(rec)
+            numbers.append(i)
+        elif strict:
+            raise VtaError(f"{path}:{i}: {why}")
+        else:
+            skipped.append((f"line {i}", why))
+    _warn_skipped(str(path), skipped)
+    return records, numbers
+
+
+def read_log(path: str | Path, *, strict: bool = True) -> list[dict]:
+    """Every complete record of a log, in file order; a cut-off last line is skipped.
+
+    An invalid record is an error naming its line; with strict=False it is skipped, with one warning."""
+    return _scan(Path(path), strict)[0]
 
 
 class TuningLog:
-    """An append-only log file (created if missing)."""
+    """An append-only log file (created if missing); invalid records are skipped with a warning."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.records = read_log(self.path) if self.path.exists() else []
-        if self.path.exists():
-            data = self.path.read_bytes()
-            if data and not data.endswith(b"\n"):   # a record torn by a kill was never complete: drop it
-                with open(self.path, "r+b") as f:
-                    f.truncate(data.rfind(b"\n") + 1)
+        self.records, self.lines = _scan(self.path, strict=False) if self.path.exists() else ([], [])
+        self._line_count = self._repair_tail() if self.path.exists() else 0
 
-    def for_task(self, workload: str, cfg: HwConfig) -> list[dict]:
-        fp = cfg.fingerprint()
-        return [r for r in self.records if r["workload"] == workload and r["config"] == fp]
-
-    def append(self, record: dict) -> None:
-        record = {**record, "timestamp": record.get("timestamp") or time.strftime("%Y-%m-%dT%H:%M:%S")}
-        _check_record(record, "record")
-        line = json.dumps(record, sort_keys=True)
-        with open(self.path, "a") as f:
-            f.write(line + "\n")
+    def _repair_tail(self) -> int:
+        """End the file with a newline (a complete last record gets its newline, a torn one goes);
+        returns the number of lines."""
+        data = self.path.read_bytes()
+        if not data or data.endswith(b"\n"):
+            return data.count(b"\n")
+        start = data.rfind(b"\n") + 1
+        _, why = _parse_line(data[start:])
+        with open(self.path, "r+b") as f:
+            if why is None:
+                f.seek(0, os.SEEK_END)
+                f.write(b"\n")
+            else:
+                f.truncate(start)
             f.flush()
             os.fsync(f.fileno())
+        return data.count(b"\n") + (why is None)
+
+    def for_task(self, workload: str, cfg: HwConfig) -> list[dict]:
+        """This workload's records for `cfg`; measurements impossible on `cfg` are skipped with a warning."""
+        fp = cfg.fingerprint()
+        found, skipped = [], []
+        for rec, line in zip(self.records, self.lines):
+            if rec["workload"] != workload or rec["config"] != fp:
+                continue
+            why = usable_problem(rec, cfg) if rec["cycles"] is not None else None
+            if why is None:
+                found.append(rec)
+            else:
+                skipped.append((f"line {line}", why))
+        _warn_skipped(f"{self.path} ({workload} on {cfg.label})", skipped)
+        return found
+
+    def append(self, record: dict, cfg: HwConfig | None = None) -> None:
+        """Add one record, durably (flushed and fsynced) before returning; `cfg` fills in its fingerprint."""
+        record = {**record, "timestamp": record.get("timestamp") or time.strftime("%Y-%m-%dT%H:%M:%S")}
+        if cfg is not None and "config" not in record:
+            record.update(config=cfg.fingerprint(), config_label=cfg.label)
+        why = record_problem(record)
+        if why is not None:
+            raise VtaError(f"refusing to log a record: {why}")
+        try:
+            line = json.dumps(record, sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise VtaError(f"refusing to log a record that is not plain JSON: {e}") from None
+        with open(self.path, "ab") as f:
+            f.write(line.encode() + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+        self._line_count += 1
         self.records.append(record)
+        self.lines.append(self._line_count)
 
 
 @dataclass
 class BestSchedules:
-    """The fastest measured schedule per (workload, configuration fingerprint)."""
+    """The fastest usable measured schedule per (workload, configuration fingerprint)."""
 
-    best: dict[tuple[str, str], dict] = field(default_factory=dict)
+    candidates: dict[tuple[str, str], list[tuple[dict, str]]] = field(default_factory=dict)
+    """Measured records (with where they are: "log:line") per key, fastest first."""
     used: set[str] = field(default_factory=set)
     """Workload keys the compiler looked up and found (what a compile actually took from the log)."""
+    _chosen: dict[tuple[str, str], dict | None] = field(default_factory=dict)
 
     @classmethod
-    def from_records(cls, records: list[dict]) -> "BestSchedules":
-        table: dict[tuple[str, str], dict] = {}
-        for r in records:
-            if r.get("cycles") is None:
-                continue
-            key = (r["workload"], r["config"])
-            if key not in table or r["cycles"] < table[key]["cycles"]:
-                table[key] = r
+    def from_records(cls, records: list[dict], where: list[str] | None = None) -> "BestSchedules":
+        """`where[i]` says where records[i] comes from, for warnings ("tune.jsonl:12")."""
+        table: dict[tuple[str, str], list[tuple[dict, str]]] = {}
+        for r, at in zip(records, where or [f"record {i}" for i in range(len(records))]):
+            if r.get("cycles") is not None:
+                table.setdefault((r["workload"], r["config"]), []).append((r, at))
+        for recs in table.values():
+            recs.sort(key=lambda pair: pair[0]["cycles"])     # stable: the earlier of equal records first
         return cls(table)
 
+    @property
+    def best(self) -> dict[tuple[str, str], dict]:
+        """The fastest record per key as logged (before the checks against a configuration)."""
+        return {key: recs[0][0] for key, recs in self.candidates.items()}
+
+    def _choose(self, key: str, cfg: HwConfig) -> dict | None:
+        skipped, chosen = [], None
+        for rec, at in self.candidates.get((key, cfg.fingerprint()), []):
+            why = usable_problem(rec, cfg)
+            if why is None:
+                chosen = rec
+                break
+            skipped.append((at, why))
+        _warn_skipped(f"tuning log records for {key} on {cfg.label}", skipped)
+        return chosen
+
     def lookup(self, key: str, cfg: HwConfig) -> dict | None:
-        rec = self.best.get((key, cfg.fingerprint()))
+        slot = (key, cfg.fingerprint())
+        if slot not in self._chosen:
+            self._chosen[slot] = self._choose(key, cfg)
+        rec = self._chosen[slot]
         if rec is None:
             return None
         self.used.add(key)
         return dict(rec["schedule"])
 
     def __len__(self) -> int:
-        return len(self.best)
+        return len(self.candidates)
 
 
 @contextmanager
 def apply_best(log: str | Path | list[str | Path]) -> Iterator[BestSchedules]:
     """Inside this block the compiler (vtakit.ops.*, vtakit.compile) uses the best schedule the
-    log(s) recorded for each workload on its configuration; others keep the default heuristic."""
+    log(s) recorded for each workload on its configuration; others keep the default heuristic.
+    Invalid records are skipped with one warning per log; so are records that cannot be right
+    for the configuration asking (fewer cycles than its peak allows, knobs that are no schedule)."""
     paths = log if isinstance(log, list) else [log]
-    records = [r for p in paths for r in read_log(p)]
-    table = BestSchedules.from_records(records)
+    records, where = [], []
+    for p in paths:
+        recs, lines = _scan(Path(p), strict=False)
+        records += recs
+        where += [f"{p}:{line}" for line in lines]
+    table = BestSchedules.from_records(records, where)
     with use_schedules(table):
         yield table

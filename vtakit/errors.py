@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-MAX_MESSAGE_CHARS = 400
+MAX_MESSAGE_CHARS = 600
 """An error message is one line of at most this many characters: hostile input (a 5 MB bad value,
 a multi-line tool log) is elided in the middle, never echoed whole."""
 
@@ -56,6 +56,7 @@ class IsaError(VtaError):
         self.field = field
         self.insn_index = insn_index
         self.line = line
+        self.detail = message  # the message without its location prefix
         where = []
         if line is not None:
             where.append(f"line {line}")
