@@ -20,16 +20,17 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future, as_completed
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from vtakit.errors import VtaError
+from vtakit.errors import DeviceTimeout, VtaError
 from vtakit.isa.config import PRESETS, HwConfig
 from vtakit.scheduling.design_space import DesignPoint
+from vtakit.scheduling.executor import RETRIES, run_jobs
 
 Progress = Callable[[int, int, str], None]
 """Called after each job with (jobs done, jobs in all, what finished)."""
@@ -100,7 +101,14 @@ def _failure(stage: str, e: BaseException) -> dict[str, Any]:
     reason = str(e).splitlines()[0] if str(e) else type(e).__name__
     if not isinstance(e, VtaError):
         reason = f"internal error ({type(e).__name__}): {reason}"
-    return {"failed": {"stage": stage, "error": type(e).__name__, "reason": reason}}
+    # only what the inputs decide is worth keeping: not a timeout, a lack of memory, a bug or a lost worker
+    kept = isinstance(e, VtaError) and not isinstance(e, DeviceTimeout)
+    return {"failed": {"stage": stage, "error": type(e).__name__, "reason": reason, "deterministic": kept}}
+
+
+def _deterministic(result: dict[str, Any]) -> bool:
+    """Whether a job's result would be the same if it ran again: those go to the job log."""
+    return "failed" not in result or result["failed"].get("deterministic", False)
 
 
 def _compile(network: str, cfg: HwConfig, images: int, seed: int, tuning_logs: tuple[str, ...]):
@@ -253,11 +261,13 @@ def _read_log(path: Path) -> dict[str, dict]:
     done: dict[str, dict] = {}
     if not path.exists():
         return done
-    for line in path.read_text().splitlines():
+    for line in path.read_text(errors="replace").splitlines():
         try:
             entry = json.loads(line)
-            done[entry["key"]] = entry["result"]
-        except (json.JSONDecodeError, KeyError, TypeError):
+            key, result = entry["key"], entry["result"]
+            if isinstance(result, dict) and _deterministic(result):   # older runs logged lost workers: rerun
+                done[key] = result
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
             continue  # a line cut short by a killed run: that job runs again
     return done
 
@@ -266,12 +276,15 @@ def _read_log(path: Path) -> dict[str, dict]:
 def explore(network: str, points: Sequence[DesignPoint], executor: Executor, out_dir: str | Path | None = None, *,
             synth: bool = True, parts: Sequence[str] | None = None, part: str | None = None,
             images: int | str = 1, seed: int = 0, tuning_logs: Sequence[str | Path] = (),
-            progress: Progress | None = None, resume: bool = True, synth_timeout_s: float = 3600.0) -> ExploreResult:
+            progress: Progress | None = None, resume: bool = True, synth_timeout_s: float = 3600.0,
+            retries: int = RETRIES) -> ExploreResult:
     """Measure every point on `executor`; with `out_dir`, log jobs there as they finish (and, with `resume`,
-    reuse that log's results). `parts` default to every part in hw.synth.PARTS; `part` (default: the base
-    configuration's board part, else the first) is the one whose family's figures records carry as
-    lut/ff/bram36/dsp (other families' as lut_<family>, ...). `tuning_logs`: JSON-lines logs of `vtakit tune`;
-    a point takes the best schedule they hold for each layer on exactly its configuration."""
+    reuse that log's results). Only deterministic outcomes are logged (a result, a VtaError of the job's
+    own); a job whose worker was lost runs again (`retries` times, then VtaError). `parts` default to every
+    part in hw.synth.PARTS; `part` (default: the base configuration's board part, else the first) is the one
+    whose family's figures records carry as lut/ff/bram36/dsp (other families' as lut_<family>, ...).
+    `tuning_logs`: JSON-lines logs of `vtakit tune`; a point takes the best schedule they hold for each layer
+    on exactly its configuration."""
     from vtakit.hw.synth import PARTS, TARGET_PARTS
 
     check_network(network)
@@ -303,17 +316,17 @@ def explore(network: str, points: Sequence[DesignPoint], executor: Executor, out
     done = reused
     if progress:
         progress(done, len(jobs), f"{reused} jobs from {log_path}" if reused else "started")
-    futures: dict[Future, Job] = {executor.submit(j.fn, *j.args): j for j in todo}
+    calls = {j.key: (lambda ex, j=j: ex.submit(j.fn, *j.args)) for j in todo}
     log = log_path.open("a") if log_path is not None else None
     try:
-        for fut in as_completed(futures):
-            job = futures[fut]
+        for key, fut in run_jobs(executor, calls, retries=retries, describe=lambda k: jobs[k].label):
+            job = jobs[key]
             try:
                 result = fut.result()
-            except Exception as e:  # noqa: BLE001 - a lost worker or an unpicklable result
+            except Exception as e:  # noqa: BLE001 - a bug in the job or an unpicklable result
                 result = _failure(job.kind, e)
             results[job.key] = result
-            if log is not None:
+            if log is not None and _deterministic(result):   # anything else runs again next time
                 log.write(json.dumps({"key": job.key, "result": result}, default=str) + "\n")
                 log.flush()
             done += 1

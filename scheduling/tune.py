@@ -9,13 +9,13 @@ cluster make the same decisions.
 
 from __future__ import annotations
 
-from concurrent.futures import Executor, as_completed
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Callable
 
 from vtakit.compiler.vta.heuristics import default_conv_knobs
 from vtakit.errors import VtaError
+from vtakit.scheduling.executor import RETRIES, run_jobs
 from vtakit.scheduling.log import TuningLog
 from vtakit.scheduling.measure import MeasureResult, Measurer
 from vtakit.scheduling.model import TrainingSet
@@ -48,8 +48,9 @@ def tune_task(task: ConvTask, *, executor: Executor, tuner: str = "xgb", trials:
               measurer: Measurer | None = None, log: TuningLog | None = None,
               training: TrainingSet | None = None, seed: int = 0, batch: int = 8,
               measure_default: bool = True, space: ConvSpace | None = None,
-              progress: Progress | None = None) -> TuneResult:
-    """Tune one task to `trials` measurements (counting those already in the log)."""
+              progress: Progress | None = None, retries: int = RETRIES) -> TuneResult:
+    """Tune one task to `trials` measurements (counting those already in the log). A measurement whose
+    worker was lost runs again (`retries` times, then VtaError); it is never logged as a result."""
     if trials < 1:
         raise VtaError(f"trials must be >= 1, got {trials}")
     measurer = measurer or Measurer()
@@ -65,6 +66,8 @@ def tune_task(task: ConvTask, *, executor: Executor, tuner: str = "xgb", trials:
     if measure_default and all(_schedule_id(r["schedule"]) != _schedule_id(default) for r in records):
         pending.append((default, "default"))
     done = len(records)
+    # A kill mid-batch leaves gaps (trials 8, 10, 13 of 8..15 landed): number on after the highest.
+    next_trial = 1 + max((r["trial"] for r in records if isinstance(r.get("trial"), int)), default=-1)
     measured_now = 0
     exclude = {i for i, _ in known}
 
@@ -81,11 +84,11 @@ def tune_task(task: ConvTask, *, executor: Executor, tuner: str = "xgb", trials:
                 break                                  # the space is exhausted
             pending = [(space.to_dict(i), tuner) for i in picks]
         pending = pending[: trials - done]
-        futures = {measurer.submit(executor, task, sched): (done + k, sched, who)
-                   for k, (sched, who) in enumerate(pending)}
+        by_trial = {next_trial + k: (sched, who) for k, (sched, who) in enumerate(pending)}
+        calls = {t: (lambda ex, sched=sched: measurer.submit(ex, task, sched)) for t, (sched, _) in by_trial.items()}
         landed: dict[int, MeasureResult] = {}
-        for fut in as_completed(futures):
-            trial, sched, who = futures[fut]
+        for trial, fut in run_jobs(executor, calls, retries=retries, describe=lambda t: f"trial {t} of {task.name}"):
+            sched, who = by_trial[trial]
             result = _result(fut)
             rec = _record(task, sched, result, trial, who, measurer.device)
             if log:
@@ -94,12 +97,13 @@ def tune_task(task: ConvTask, *, executor: Executor, tuner: str = "xgb", trials:
             landed[trial] = result
             if progress:
                 progress(task, len(records), trials, best())
-        ordered = sorted(futures.values())
-        indices = [space.point_of(s) for _, s, _ in ordered]
-        inside = [(space.index(p), landed[t].cycles) for (t, _, _), p in zip(ordered, indices) if p is not None]
+        ordered = sorted(by_trial.items())
+        indices = [space.point_of(sched) for _, (sched, _) in ordered]
+        inside = [(space.index(p), landed[t].cycles) for (t, _), p in zip(ordered, indices) if p is not None]
         search.update([i for i, _ in inside], [c for _, c in inside])
         exclude |= {i for i, _ in inside}
         done += len(ordered)
+        next_trial += len(ordered)
         measured_now += len(ordered)
         pending = []
     default_rec = next((r for r in records if _schedule_id(r["schedule"]) == _schedule_id(default)), None)
@@ -114,10 +118,9 @@ def _schedule_id(schedule: dict) -> tuple:
 
 
 def _result(future) -> MeasureResult:
-    """The job's result; a worker that died or raised is a failure record, a dead pool an error."""
+    """The job's result; a job that raised (a bug: measure_conv returns its failures) is a failure record.
+    Lost workers never get here: run_jobs runs their jobs again."""
     try:
         return future.result()
-    except BrokenProcessPool:
-        raise VtaError("a measurement worker process died; the results so far are in the log") from None
     except Exception as e:  # noqa: BLE001 - a remote bug must not lose the run's other results
         return MeasureResult(None, f"WorkerError: {type(e).__name__}: {e}", 0.0, 0.0)

@@ -32,8 +32,9 @@ class MemoMeasurer(Measurer):
 
     def submit(self, executor: Executor, task: ConvTask, knobs: dict) -> Future:
         key = (task.key, task.cfg.fingerprint(), tuple(sorted(knobs.items())))
-        if key not in self.memo:
-            self.memo[key] = super().submit(executor, task, knobs)
+        held = self.memo.get(key)
+        if held is None or (held.done() and (held.cancelled() or held.exception() is not None)):
+            self.memo[key] = super().submit(executor, task, knobs)   # a lost worker's failure is not an answer
         return _Copy(self.memo[key])
 
 
@@ -45,7 +46,10 @@ class _Copy(Future):
         source.add_done_callback(self._copy)
 
     def _copy(self, source: Future) -> None:
-        if source.exception() is not None:
+        if source.cancelled():
+            self.cancel()
+            self.set_running_or_notify_cancel()      # what wait() and as_completed() watch for
+        elif source.exception() is not None:
             self.set_exception(source.exception())
         else:
             self.set_result(source.result())

@@ -57,7 +57,8 @@ def cmd_explore(args) -> int:
                   + ("" if synth else " (no synthesis)"))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("eta"), TimeRemainingColumn())
-    with executor(dask=args.dask, workers=args.workers) as ex, Progress(*columns, console=console) as bar:
+    with executor(dask=args.dask, workers=args.workers, dead_after_s=args.dask_timeout) as ex, \
+            Progress(*columns, console=console) as bar:
         task = bar.add_task("jobs", total=None)
 
         def progress(done: int, total: int, what: str) -> None:
@@ -84,6 +85,8 @@ def register(sub) -> None:
     e.add_argument("--space", required=True, help="SPACE.toml: [base], [sweep], [[point]], [options]")
     e.add_argument("--network", help="zoo model name or .onnx file (default: the space's [options] network)")
     e.add_argument("--dask", metavar="ADDRESS", help="run jobs on this Dask scheduler (tcp://host:8786)")
+    e.add_argument("--dask-timeout", type=float, default=60.0, metavar="S",
+                   help="give up when the Dask cluster has had no worker (or no scheduler) for S seconds")
     e.add_argument("--workers", type=int, help="local worker processes (default one per core; 0: inline)")
     e.add_argument("--no-synth", action="store_true", help="latency only: no Yosys resource estimates")
     e.add_argument("--parts", help="comma-separated parts to check the fit on (default: the space's, else all)")

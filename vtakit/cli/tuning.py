@@ -52,7 +52,7 @@ def cmd_tune(args) -> int:
                     space = spaces[task.key]
                     training.add(task.key, space.features[space.index(point)], rec["cycles"])
     started = time.perf_counter()
-    with executor(args.dask, args.workers) as ex, Progress(
+    with executor(args.dask, args.workers, dead_after_s=args.dask_timeout) as ex, Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("best {task.fields[best]}"),
             TimeElapsedColumn(), TimeRemainingColumn(), console=progress_console, transient=False) as bar:
         for task in tasks:
@@ -103,8 +103,8 @@ def cmd_bench_tuner(args) -> int:
     if args.seeds < 1:
         raise VtaError(f"--seeds must be >= 1, got {args.seeds}")
     cfg, tasks = _tasks(args)
-    with executor(args.dask, args.workers) as ex, Progress(TextColumn("{task.description}"), TimeElapsedColumn(),
-                                                        console=progress_console, transient=True) as bar:
+    with executor(args.dask, args.workers, dead_after_s=args.dask_timeout) as ex, Progress(
+            TextColumn("{task.description}"), TimeElapsedColumn(), console=progress_console, transient=True) as bar:
         line = bar.add_task("tuner race")
         rows = race(tasks, executor=ex, trials=args.trials, seeds=args.seeds, batch=args.batch,
                     measurer=Measurer(args.device, check=not args.no_check),
@@ -135,6 +135,8 @@ def add_measure_options(p, trials: int) -> None:
     p.add_argument("--layers", help="comma-separated layer names (default: the layers VTA offloads, C2-C11)")
     p.add_argument("--trials", type=int, default=trials, help="measurements per layer")
     p.add_argument("--dask", metavar="ADDR", help="measure on this Dask scheduler (tcp://host:8786)")
+    p.add_argument("--dask-timeout", type=float, default=60.0, metavar="S",
+                   help="give up when the Dask cluster has had no worker (or no scheduler) for S seconds")
     p.add_argument("--workers", type=int, help="local worker processes (default one per core; 0: inline)")
     p.add_argument("--device", default="sim", help="where candidates run: sim (cycle model), rtl, pynq, pynq-sim")
     p.add_argument("--no-check", action="store_true", help="do not compare each result with numpy")
