@@ -32,6 +32,7 @@ from vtakit.fpga.regmap import (AUTORESTART, AUTORESTART_OFF, BASE_REGISTERS, BL
 from vtakit.hw.device import ERROR_CODES
 from vtakit.isa.config import HwConfig
 from vtakit.sim.decoded import DecodedProgram, decode_for_sim, static_counters
+from vtakit.sim.functional import replay_tokens
 from vtakit.sim.stats import Counters, RunStats
 from vtakit.isa.arith import round_up
 
@@ -94,6 +95,8 @@ class PynqDevice:
                               f"AXI addresses are 32-bit")
         self._top = 0
         self._stuck = False
+        self._tokens = [0, 0, 0, 0]
+        """The design's dependency tokens between runs, as the token replay computes them."""
 
     # ------------------------------------------------------------------ set-up
     def _load_overlay(self, pynq, overlay, download: bool):
@@ -151,6 +154,7 @@ class PynqDevice:
             for module in DATA_MODULES:
                 self.write_reg(module, "CONTROL", AUTORESTART_OFF)
         image.invalidate()
+        self._check_finish(prog)
         cycles = None
         if self.register_map.flavour == VTAKIT:
             cycles = self.read_reg("fetch", "CYCLES_HI") << 32 | self.read_reg("fetch", "CYCLES_LO")
@@ -177,6 +181,7 @@ class PynqDevice:
         """Download the overlay again: the PL's only reset (on-chip state is lost)."""
         self.overlay.download()
         self._stuck = False
+        self._tokens = [0, 0, 0, 0]
 
     def close(self) -> None:
         if getattr(self, "dram", None) is not None:
@@ -213,6 +218,17 @@ class PynqDevice:
             polls += 1
             if self.poll_interval_s:
                 time.sleep(self.poll_interval_s)
+
+    def _check_finish(self, prog: DecodedProgram | None) -> None:
+        """FINISH only ends the compute queue: an instruction left waiting for a token never ran
+        (its output is missing), so replay the token flow without data (sim.functional)."""
+        if prog is None:
+            return
+        try:
+            self._tokens = replay_tokens(prog, self._tokens)
+        except DeadlockError:
+            self._stuck = True  # the waiting instruction still sits in its queue
+            raise
 
     def _design_error(self, error: int, prog: DecodedProgram | None) -> SimError:
         index = self.read_reg("fetch", "ERROR_INDEX")

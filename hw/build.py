@@ -4,7 +4,10 @@ The build is keyed by a hash of everything that goes into it (the generated
 package, the RTL sources, the harness, the flags, Verilator's version), so each
 configuration is built once per source change and reused by every test and run.
 Builds lint with -Wall (waivers sit in the sources, with their reasons) and
-produce `libvta.so`, which `device.RtlDevice` loads with ctypes.
+produce `libvta.so`, which `device.RtlDevice` loads with ctypes.  A cached library is
+loaded into the process, so it is checked first: the build records its SHA-256 beside
+it, and a library that does not match (changed, truncated, or without a record) is
+rebuilt rather than loaded.
 """
 
 from __future__ import annotations
@@ -97,10 +100,10 @@ def build(cfg: HwConfig, *, trace: str | None = None) -> Path:
     key = build_key(cfg, trace)
     out = cache_root() / "rtl" / f"{cfg.label}-{key}"
     lib = out / "libvta.so"
-    if lib.exists():
+    if intact(lib):
         return lib
     with locked(out):
-        if lib.exists():
+        if intact(lib):
             return lib
         src, obj = out / "src", out / "obj"
         shutil.rmtree(src, ignore_errors=True)
@@ -125,5 +128,30 @@ def build(cfg: HwConfig, *, trace: str | None = None) -> Path:
                f"-I{obj}", f"-I{include}", f"-I{include / 'vltstd'}", str(HARNESS), *libs,
                "-o", str(out / "libvta.so.tmp"), "-pthread"]
         _run(cmd, out, "harness link")
-        (out / "libvta.so.tmp").rename(lib)
+        tmp = out / "libvta.so.tmp"
+        digest_path(lib).write_text(_sha256(tmp) + "\n")
+        tmp.rename(lib)
     return lib
+
+
+def digest_path(lib: Path) -> Path:
+    """Where the build records the SHA-256 of `lib`."""
+    return lib.with_name(lib.name + ".sha256")
+
+
+def intact(lib: Path) -> bool:
+    """Whether `lib` exists and matches the SHA-256 its build recorded (hashing the ~0.5 MB
+    library takes about a millisecond, so it is hashed at every look-up)."""
+    try:
+        recorded = digest_path(lib).read_text().strip()
+        return _sha256(lib) == recorded
+    except OSError:
+        return False
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

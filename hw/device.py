@@ -5,7 +5,11 @@ the VTA control registers through AXI4-Lite, starts the design and clocks it in
 C++ until FINISH.  Errors the design flags (a malformed instruction, an access
 outside a buffer or DRAM) become SimError naming the instruction; a design that
 stops making progress, or exceeds its cycle or time budget, is a DeviceTimeout
-(a DeadlockError when the functional model confirms the program deadlocks).
+(a DeadlockError when the token flow shows the program deadlocks).  Without a time
+limit, the cycle budget derives from the program (sim.budget) and a program with
+more work than the default budget is refused before a cycle runs.  At FINISH the
+token flow, replayed without data, says whether an instruction was left waiting
+(it never ran: a DeadlockError, as on the simulators).
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from vtakit.errors import DeadlockError, DeviceTimeout, SimError
 from vtakit.hw.build import build, trace_format
 from vtakit.isa.config import HwConfig
 from vtakit.isa import MemId, Opcode
+from vtakit.sim.budget import HOW_TO_RAISE, check_work, cycle_budget
 from vtakit.sim.decoded import DecodedProgram, check_dram, decode_for_sim, static_counters
+from vtakit.sim.functional import replay_tokens
 from vtakit.sim.stats import RunStats
 from vtakit.isa.arith import round_up
 
@@ -107,12 +113,16 @@ class RtlDevice:
         self.max_cycles = max_cycles
         self.hang_cycles = hang_cycles
         self.trace = str(trace) if trace else None
+        if self.trace:
+            Path(self.trace).parent.mkdir(parents=True, exist_ok=True)
         self._lib = load_harness(build(config, trace=trace_format(self.trace)))
         self._top = 0
         self._open()
 
     def _open(self) -> None:
         self._handle = self._lib.vta_create(self.dram.ctypes.data, self.dram.size, self.config.mem_latency)
+        self._tokens = [0, 0, 0, 0]
+        """The design's dependency tokens between runs, as the token replay computes them."""
         if self.trace:
             self._lib.vta_trace_open(self._handle, self.trace.encode())
 
@@ -142,20 +152,29 @@ class RtlDevice:
             if self.prevalidate or e.field in ("insn_addr", "insn_count", "dram"):
                 raise
             prog, rejected = None, e
+        max_cycles, budget = self.max_cycles, None
+        if prog is not None and timeout_s is None:
+            check_work(prog, timeout_s, "RTL")
+            budget = cycle_budget(prog)
+            max_cycles = min(max_cycles, budget)
         t0 = time.perf_counter()
         deadline = t0 + timeout_s if timeout_s else None
         cycles, bad_addr = ctypes.c_uint64(0), ctypes.c_uint64(0)
         self._lib.vta_start(self._handle, insn_addr, insn_count)
         while True:
-            step = max(1, min(_STEP_CYCLES, self.max_cycles - cycles.value))
+            step = max(1, min(_STEP_CYCLES, max_cycles - cycles.value))
             status = self._lib.vta_step(self._handle, step, self.hang_cycles, ctypes.byref(cycles),
                                         ctypes.byref(bad_addr))
             if status != RUN_RUNNING:
                 break
-            if cycles.value >= self.max_cycles or (deadline and time.perf_counter() > deadline):
+            if cycles.value >= max_cycles or (deadline and time.perf_counter() > deadline):
                 self._reset()
+                why = ""
+                if budget is not None and cycles.value >= budget:
+                    why = (f": the program's cycle budget of {budget:,} (sim.budget) is spent; "
+                           f"{HOW_TO_RAISE}")
                 raise DeviceTimeout(f"RTL run stopped after {cycles.value} cycles "
-                                    f"({time.perf_counter() - t0:.1f} s) without reaching FINISH")
+                                    f"({time.perf_counter() - t0:.1f} s) without reaching FINISH{why}")
         if status == RUN_RTL_ERROR:
             code, index = self.read_reg(REG_ERROR) >> 4 & 0xF, self.read_reg(REG_ERROR_INDEX)
             self._reset()
@@ -169,12 +188,18 @@ class RtlDevice:
                            f"DRAM", field="dram_base", insn_index=index,
                            mnemonic=prog.mnemonic(index) if index is not None else None)
         if status == RUN_HANG:
+            tokens = self._tokens
             self._reset()
-            self._diagnose_hang(insn_addr, insn_count, cycles.value)
+            self._diagnose_hang(prog, tokens, cycles.value)
         if rejected is not None:
             self._reset()  # e.g. an instruction after FINISH: the design may flag it after finishing
             raise SimError(f"the RTL ran to FINISH a program the checker rejects: {rejected.detail}",
                            field=rejected.field, insn_index=rejected.insn_index, mnemonic=rejected.mnemonic)
+        try:
+            self._tokens = replay_tokens(prog, self._tokens)
+        except DeadlockError:
+            self._reset()  # the waiting instruction still sits in its queue
+            raise
         counters = static_counters(prog)
         return RunStats(config=self.config, model="rtl", cycles=int(cycles.value), insns=insn_count,
                         gemm_uops=counters.gemm_uops, gemm_reset_uops=counters.gemm_reset_uops,
@@ -187,19 +212,15 @@ class RtlDevice:
         self.close()
         self._open()
 
-    def _diagnose_hang(self, insn_addr: int, insn_count: int, cycles: int) -> None:
-        from vtakit.sim.device import execute
-        from vtakit.sim.machine import Machine
-
+    def _diagnose_hang(self, prog: DecodedProgram | None, tokens: list[int], cycles: int) -> None:
         message = (f"RTL made no progress for {self.hang_cycles} cycles (after {cycles} cycles); "
                    f"its modules wait on each other")
-        try:
-            # The token flow does not depend on data: replay it on the functional model.
-            execute(Machine(self.config, self.dram.copy()), insn_addr, insn_count, model="functional")
-        except DeadlockError as e:
-            raise DeadlockError(f"{message}: {e}", stuck=e.stuck, cycle=cycles) from None
-        except SimError:
-            pass
+        if prog is not None:
+            try:
+                # The token flow does not depend on data: replay it without data.
+                replay_tokens(prog, tokens)
+            except DeadlockError as e:
+                raise DeadlockError(f"{message}: {e}", stuck=e.stuck, cycle=cycles) from None
         raise DeviceTimeout(message)
 
 

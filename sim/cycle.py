@@ -8,6 +8,10 @@ shared memory port is free (first come, first served; ties go to fetch, then
 load, compute, store).  Tokens pushed at an instruction's last cycle can be
 popped in that same cycle.  Data effects run when an instruction starts, through
 the same `Machine` as the functional model.
+
+FINISH ends the run's cycles, not the other modules: as on the RTL, they drain (an
+instruction the program did not order before FINISH still runs), and one that is
+then left waiting for a token never runs, which is a deadlock.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ class CycleSim:
         self.now = 0
         self.port_free = 0
         self.finished_at: int | None = None
+        self.finish_index = -1
         self.cmdq: list[deque] = [deque(), deque(), deque()]
         self.tokens = machine.tokens
         self.stats = {name: ModuleStats() for name in MODULE_NAMES}
@@ -72,7 +77,7 @@ class CycleSim:
         heap, gens = self._heap, self._gens
         deadline = time.monotonic() + self.timeout_s if self.timeout_s else None
         events = 0
-        while heap and self.finished_at is None:
+        while heap:  # past FINISH the other modules drain until they block or run dry
             t, pid, _ = heapq.heappop(heap)
             self.now = t
             try:
@@ -90,6 +95,7 @@ class CycleSim:
                                     f"(simulated {self.now} cycles)")
         if self.finished_at is None:
             self._raise_stuck()
+        self._check_drained()
         self._close_stats(self.finished_at)
         return self.finished_at
 
@@ -179,7 +185,7 @@ class CycleSim:
                 self._trace_insn(name, i, taken, ready, start, end)
             yield end
             if finish[i]:
-                self.finished_at = end
+                self.finished_at, self.finish_index = end, i
                 return
             for q in pushes[i]:
                 waited = self.now
@@ -206,6 +212,18 @@ class CycleSim:
             busy = min(st.busy, cycles)
             st.busy = busy
             st.idle = max(0, cycles - busy - st.stall_token - st.stall_memory - st.stall_queue)
+
+    def _check_drained(self) -> None:
+        """After FINISH and the drain: an instruction still waiting (or queued behind one)
+        never runs; a module whose last instruction ran is done, even with a token to push."""
+        stuck = {}
+        for m in (Module.LOAD, Module.STORE):
+            state = self.state.get(m.label, ("idle",))
+            if state[0] == "pop" or (state[0] == "push" and self.cmdq[m]):
+                stuck[m.label] = state
+        if stuck:
+            raise deadlock_error(self.prog, stuck, self.tokens, cycle=self.finished_at,
+                                 finish=self.finish_index)
 
     def _raise_stuck(self) -> None:
         stuck = {}

@@ -15,6 +15,7 @@ import numpy as np
 
 from vtakit.errors import SimError
 from vtakit.isa.config import HwConfig
+from vtakit.sim.budget import check_work
 from vtakit.sim.cycle import run_cycle
 from vtakit.sim.decoded import decode_cached
 from vtakit.sim.functional import run_functional
@@ -47,11 +48,14 @@ def model_name(model: str) -> str:
 
 def execute(machine: Machine, insn_addr: int, insn_count: int, *, model: str = "functional",
             trace: "str | Path | None" = None, timeout_s: float | None = None) -> RunStats:
-    """Run a program on an existing machine state (its DRAM is modified in place)."""
+    """Run a program on an existing machine state (its DRAM is modified in place).  Without
+    `timeout_s`, a program whose work is beyond the default budget is refused before it runs
+    (sim.budget); with it, the run stops after that many seconds."""
     model = model_name(model)
     cfg = machine.cfg
     t0 = time.perf_counter()
     prog = decode_cached(cfg, machine.dram, insn_addr, insn_count)
+    check_work(prog, timeout_s, f"{model} model")
     counters = Counters()
     recorder = None
     if trace is not None:

@@ -7,6 +7,11 @@ waits for room to push its tokens (queues hold `token_queue_depth`).  Whether
 such a network deadlocks does not depend on the schedule, so this model and the
 cycle model give the same verdict.  Among the modules that can go, the one whose
 instruction comes first in program order runs next.
+
+FINISH is the last instruction, so when it runs every other module is blocked for
+good: an instruction still waiting then never runs, and that is a deadlock too (its
+output would be silently missing).  `replay_tokens` runs the same network without
+data, for devices that need the verdict without the work (the RTL, the board).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from vtakit.sim.trace import TraceRecorder
 _MODULES = (Module.LOAD, Module.COMPUTE, Module.STORE)
 
 
-def run_functional(prog: DecodedProgram, machine: Machine, counters: Counters,
+def run_functional(prog: DecodedProgram, machine: "Machine | TokenMachine", counters: Counters,
                    trace: TraceRecorder | None = None, timeout_s: float | None = None) -> None:
     cfg = prog.cfg
     qdepth, tdepth = cfg.cmd_queue_depth, cfg.token_queue_depth
@@ -75,6 +80,9 @@ def run_functional(prog: DecodedProgram, machine: Machine, counters: Counters,
             step += 1
             current[best] = None
             if opcode[i] == Opcode.FINISH:
+                stuck = _stuck(prog, current, queues, pushing, pushing_idx, tokens, fetched, at_finish=True)
+                if stuck:  # nothing can move any more: what still waits never runs
+                    raise deadlock_error(prog, stuck, tokens, cycle=None, finish=i)
                 return
             pushing[best] = list(pushes[i])
             pushing_idx[best] = i
@@ -87,14 +95,41 @@ def run_functional(prog: DecodedProgram, machine: Machine, counters: Counters,
     if fetched == prog.n and all(c is None for c in current) and not any(queues) \
             and not any(pushing):
         raise SimError(f"all {prog.n} instructions ran without reaching FINISH", field="insn_count")
+    raise deadlock_error(prog, _stuck(prog, current, queues, pushing, pushing_idx, tokens, fetched),
+                         tokens, cycle=None)
+
+
+def _stuck(prog: DecodedProgram, current: list, queues: list, pushing: list, pushing_idx: list,
+           tokens: list[int], fetched: int, at_finish: bool = False) -> dict[str, tuple]:
+    """What each blocked module waits for (deadlock_error's `stuck`).  At FINISH a module whose
+    last instruction ran and that has nothing queued is done, even with a token left to push."""
     stuck = {}
     for m in _MODULES:
-        if pushing[m]:
+        if pushing[m] and (queues[m] or not at_finish):
             stuck[m.label] = ("push", pushing_idx[m], pushing[m][0])
         elif current[m] is not None:
             i = current[m]
-            waiting = next(q for q in pops[i] if tokens[q] == 0)
+            waiting = next(q for q in prog.pops[i] if tokens[q] == 0)
             stuck[m.label] = ("pop", i, waiting)
     if fetched < prog.n:
-        stuck["fetch"] = ("dispatch", fetched, module[fetched])
-    raise deadlock_error(prog, stuck, tokens, cycle=None)
+        stuck["fetch"] = ("dispatch", fetched, int(prog.module[fetched]))
+    return stuck
+
+
+class TokenMachine:
+    """Stands in for a Machine when only the token flow matters: it keeps the four token
+    counts and skips the data (the flow does not depend on data)."""
+
+    def __init__(self, tokens: list[int]):
+        self.tokens = list(tokens)
+
+    def execute(self, prog: DecodedProgram, i: int, counters: Counters) -> None:
+        counters.insns += 1
+
+
+def replay_tokens(prog: DecodedProgram, tokens: list[int]) -> list[int]:
+    """Run the token flow of `prog` from `tokens` (those left by earlier runs) without data:
+    the tokens left at FINISH, or the DeadlockError the program ends in on any device."""
+    machine = TokenMachine(tokens)
+    run_functional(prog, machine, Counters())
+    return machine.tokens

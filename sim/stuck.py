@@ -8,9 +8,10 @@ from vtakit.sim.decoded import QUEUE_NAMES, DecodedProgram
 
 
 def deadlock_error(prog: DecodedProgram, stuck: dict[str, tuple], tokens: list[int],
-                   cycle: int | None) -> DeadlockError:
+                   cycle: int | None, finish: int | None = None) -> DeadlockError:
     """`stuck` maps a module to (kind, instruction index, queue or module) with kind in
-    pop / push / dispatch."""
+    pop / push / dispatch; `finish` is the index of a FINISH that ran while they waited
+    (what waits then never runs: its output would be silently missing)."""
     described: dict[str, str] = {}
     for name in ("fetch", "load", "compute", "store"):
         if name not in stuck:
@@ -27,4 +28,8 @@ def deadlock_error(prog: DecodedProgram, stuck: dict[str, tuple], tokens: list[i
                                f"full ({prog.cfg.cmd_queue_depth})")
     when = f" at cycle {cycle}" if cycle is not None else ""
     body = "; ".join(f"{k} {v}" for k, v in described.items())
+    if finish is not None:
+        what = "that instruction" if len(described) == 1 else "those instructions"
+        body = (f"FINISH (instruction {finish}) ran while {body}; {what} never ran "
+                f"(make FINISH wait for {'it' if len(described) == 1 else 'them'} with a token)")
     return DeadlockError(f"deadlock{when}: {body}", stuck=described, cycle=cycle)

@@ -34,3 +34,20 @@ def test_a_bug_in_a_command_is_one_line_with_exit_status_2(monkeypatch, capsys):
     monkeypatch.setenv("VTAKIT_DEBUG", "1")
     with pytest.raises(KeyError):
         cli.main(["config"])
+
+
+def test_warnings_reach_the_cli_user_as_one_line(monkeypatch, capsys):
+    import warnings
+
+    from vtakit.cli import tools
+
+    def warns(args):
+        warnings.warn("clock below the\nboard's minimum", stacklevel=1)
+        return 0
+
+    monkeypatch.setattr(tools, "cmd_config", warns)
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # restored after the test
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        assert cli.main(["config"]) == 0
+    assert capsys.readouterr().err == "warning: clock below the board's minimum\n"

@@ -13,6 +13,7 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
 
 from vtakit.errors import VtaError, one_line
 
@@ -38,8 +39,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings reach a CLI user as one `warning: ...` line, not Python's two-line form with a source line."""
+    print(f"warning: {one_line(str(message))}", file=file or sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    warnings.showwarning = _warning_line
     try:
         return args.func(args)
     except VtaError as e:

@@ -53,39 +53,76 @@ def cmd_asm(args) -> int:
     cfg = load_config(args.config)
     source = Path(args.source)
     try:
-        text = source.read_text()
+        text = source.read_bytes()      # asm decodes each line itself: bad bytes name their line
     except OSError as e:
         raise VtaError(f"cannot read {source}: {e.strerror}") from None
     code = encode_program(asm(text, cfg), cfg)
-    out = Path(args.output) if args.output else source.with_suffix(".bin")
-    out.write_bytes(code)
+    out = output_path(args.output) if args.output else source.with_suffix(".bin")
+    try:
+        out.write_bytes(code)
+    except OSError as e:
+        raise VtaError(f"cannot write {out}: {e.strerror}") from None
     console.print(f"{len(code) // 16} instructions -> {out}")
     return 0
 
 
+DISASM_CHUNK = 1 << 16
+"""Instructions decoded and written at a time: a listing of millions of instructions is
+streamed, so memory stays bounded by the chunk, not by the program."""
+
+
 def cmd_disasm(args) -> int:
-    from vtakit.isa.asm import disasm
+    from vtakit.isa.fields import INSN_BYTES
     from vtakit.isa.image import ProgramImage
 
     path = Path(args.program)
     if path.suffix == ".npz":
         image = ProgramImage.load(path)
-        cfg = image.config
+        end = image.insn_addr + image.insn_count * INSN_BYTES
+        if image.insn_addr < 0 or image.insn_count < 0 or end > image.dram.size:
+            raise VtaError(f"{path}: its {image.insn_count} instructions at byte {image.insn_addr:#x} reach past "
+                           f"the end of its {image.dram.size:#x}-byte DRAM image")
 
         def uops_of(insn):
             start = insn.dram_base * 4
-            return image.dram[start:start + insn.x_size * 4 * max(insn.y_size, 1)].tobytes()
+            stop = start + insn.x_size * 4 * max(insn.y_size, 1)
+            if stop > image.dram.size:
+                raise VtaError(f"{path}: the micro-ops of a LOAD.UOP at element {insn.dram_base} reach past the "
+                               f"end of the {image.dram.size:#x}-byte DRAM image")
+            return image.dram[start:stop].tobytes()
 
-        sys.stdout.write(disasm(image.insn_bytes(), cfg, uop_source=uops_of if args.uops else None))
+        _write_listing(image.dram[image.insn_addr:end], image.config, uops_of if args.uops else None)
         return 0
     if args.uops:
         raise VtaError("--uops needs a program image (.npz) that holds the micro-ops")
     try:
-        code = path.read_bytes()
+        code = np.fromfile(path, dtype=np.uint8)
     except OSError as e:
         raise VtaError(f"cannot read {path}: {e.strerror}") from None
-    sys.stdout.write(disasm(code, load_config(args.config)))
+    if code.size % INSN_BYTES:
+        raise VtaError(f"{path}: {code.size} bytes is not a whole number of {INSN_BYTES}-byte instructions "
+                       f"({code.size % INSN_BYTES} bytes left over)")
+    _write_listing(code, load_config(args.config), None)
     return 0
+
+
+def _write_listing(code: np.ndarray, cfg, uop_source) -> None:
+    """disasm's listing of `code`, decoded and written DISASM_CHUNK instructions at a time."""
+    from vtakit.errors import IsaError
+    from vtakit.isa.asm import disasm
+    from vtakit.isa.fields import INSN_BYTES
+
+    n = code.size // INSN_BYTES
+    sys.stdout.write(f"; vtakit listing  config={cfg.label}  instructions={n}\n")
+    for start in range(0, n, DISASM_CHUNK):
+        chunk = code[start * INSN_BYTES:(start + DISASM_CHUNK) * INSN_BYTES]
+        try:
+            text = disasm(chunk, cfg, start=start, header=False, uop_source=uop_source)
+        except IsaError as e:  # its index counts from the chunk's first instruction
+            if e.insn_index is None or not start:
+                raise
+            raise IsaError(getattr(e, "detail", str(e)), field=e.field, insn_index=e.insn_index + start) from None
+        sys.stdout.write(text)
 
 
 def cmd_sim(args) -> int:
@@ -96,9 +133,16 @@ def cmd_sim(args) -> int:
     image = ProgramImage.load(args.program)
     if args.config and load_config(args.config) != image.config:
         raise VtaError(f"{args.program} was built for config {image.config.label}, not {args.config}")
-    stats, dram = run_image(image, model=args.device, trace=args.trace, timeout_s=args.timeout)
-    if args.output:
-        np.savez_compressed(args.output, dram=dram)
+    if args.timeout is not None and not args.timeout > 0:
+        raise VtaError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
+    trace = output_path(args.trace) if args.trace else None
+    output = output_path(args.output) if args.output else None
+    stats, dram = run_image(image, model=args.device, trace=trace, timeout_s=args.timeout)
+    if output is not None:
+        try:
+            np.savez_compressed(output, dram=dram)
+        except OSError as e:
+            raise VtaError(f"cannot write {output}: {e.strerror}") from None
     if args.json:
         print(json.dumps(stats.to_dict(), indent=2, default=str))
         return 0
@@ -112,6 +156,16 @@ def cmd_sim(args) -> int:
     if args.output:
         console.print(f"final DRAM written to {args.output}")
     return 0
+
+
+def output_path(text: str) -> Path:
+    """An output file's path with its parent folders created, as every writer here does."""
+    path = Path(text)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise VtaError(f"cannot create the folder of {path}: {e.strerror or e}") from None
+    return path
 
 
 def register(sub) -> None:
@@ -143,5 +197,7 @@ def register(sub) -> None:
     s.add_argument("--trace", help="write a Chrome/Perfetto trace JSON here (rtl: a VCD/FST waveform)")
     s.add_argument("--json", action="store_true", help="print the statistics as JSON")
     s.add_argument("-o", "--output", help="write the final DRAM to this .npz")
-    s.add_argument("--timeout", type=float, help="give up after this many seconds")
+    s.add_argument("--timeout", type=float,
+                   help="give up after this many seconds; without it, a program with more work than "
+                        "the default budget (vtakit.sim.budget.MAX_WORK micro-ops) is refused before it runs")
     s.set_defaults(func=cmd_sim)
