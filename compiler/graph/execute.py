@@ -78,7 +78,7 @@ def run_graph(graph: Graph, feeds: dict[str, np.ndarray], observer: Observer | N
     """Every graph output (or, with `keep`, every tensor) computed on the host."""
     env: dict[str, np.ndarray] = dict(graph.consts)
     env.update(check_feeds(graph, feeds))
-    last_use = {}
+    last_use, outputs = {}, set(graph.outputs)
     for i, n in enumerate(graph.nodes):
         for t in n.inputs:
             last_use[t] = i
@@ -89,6 +89,6 @@ def run_graph(graph: Graph, feeds: dict[str, np.ndarray], observer: Observer | N
             observer(n.outputs[0], value)
         if not keep:
             for t in n.inputs:
-                if last_use.get(t) == i and t not in graph.outputs and t not in graph.consts:
+                if last_use.get(t) == i and t not in outputs and t not in graph.consts:
                     env.pop(t, None)
     return env if keep else {o: env[o] for o in graph.outputs}

@@ -22,11 +22,12 @@ def _sole_reader(g: Graph, users: dict[str, list[Node]], tensor: str) -> Node | 
     return readers[0]
 
 
-def _absorb(g: Graph, node: Node, nxt: Node) -> None:
+def _absorb(g: Graph, node: Node, nxt: Node) -> Node:
     """`nxt` (the only reader of `node`) is folded into `node`: node now produces nxt's output name,
-    which keeps the names downstream nodes and graph outputs use."""
+    which keeps the names downstream nodes and graph outputs use.  Returns `nxt`, which the caller
+    drops from the graph."""
     node.outputs = [nxt.outputs[0]]
-    g.nodes.remove(nxt)
+    return nxt
 
 
 def _channel_vector(g: Graph, name: str, channels: int) -> np.ndarray | None:
@@ -59,26 +60,36 @@ def _foldable(g: Graph, node: Node) -> bool:
 
 
 def _rewrite_until_stable(graph: Graph, rewrite) -> Graph:
-    """Apply `rewrite(g, users, node) -> bool` to nodes until none changes (each change edits the
-    node list, so the scan restarts with fresh reader lists)."""
+    """Apply `rewrite(g, users, node) -> absorbed node or None` to each node, in order, until it
+    declines, then drop the absorbed nodes: one walk, linear in the graph's size.
+
+    The reader lists are built once and stay true: a rewrite only absorbs a node whose inputs are the
+    rewritten node's output and constants, and the rewritten node takes over the absorbed node's output
+    name, whose readers do not change.  So no earlier node can become rewritable, and this ends where
+    rescanning from the start after every change (what this did before, quadratic) ended."""
     g = graph.copy()
-    changed = True
-    while changed:
-        users = g.consumers()
-        changed = any(rewrite(g, users, node) for node in g.nodes)
+    users = g.consumers()
+    absorbed: set[int] = set()
+    for node in g.nodes:
+        if id(node) in absorbed:
+            continue
+        while (nxt := rewrite(g, users, node)) is not None:
+            absorbed.add(id(nxt))
+    if absorbed:
+        g.nodes = [n for n in g.nodes if id(n) not in absorbed]
     g.prune()
     return g
 
 
-def _fold_next_into_conv(g: Graph, users: dict[str, list[Node]], node: Node) -> bool:
+def _fold_next_into_conv(g: Graph, users: dict[str, list[Node]], node: Node) -> Node | None:
     if not _foldable(g, node) or not (nxt := _sole_reader(g, users, node.outputs[0])):
-        return False
+        return None
     w, b = _params(g, node)
     o = w.shape[0]
     wshape = (o,) + (1,) * (w.ndim - 1)
     if nxt.op == "BatchNormalization":
         if not all(g.is_const(i) for i in nxt.inputs[1:5]):
-            return False  # statistics fed as graph inputs: batch norm runs as its own node
+            return None  # statistics fed as graph inputs: batch norm runs as its own node
         gamma, beta, mean, var = (g.consts[i].astype(np.float64) for i in nxt.inputs[1:5])
         scale = gamma / np.sqrt(var + nxt.attrs["epsilon"])
         w, b = w * scale.reshape(wshape), (b - mean) * scale + beta
@@ -86,16 +97,15 @@ def _fold_next_into_conv(g: Graph, users: dict[str, list[Node]], node: Node) -> 
         other = nxt.inputs[1] if nxt.inputs[0] == node.outputs[0] else nxt.inputs[0]
         v = _channel_vector(g, other, o)
         if v is None or g.tensors[nxt.outputs[0]].shape != g.tensors[node.outputs[0]].shape:
-            return False
+            return None
         if nxt.op == "Mul":
             w, b = w * v.reshape(wshape), b * v
         else:
             b = b + v
     else:
-        return False
+        return None
     _set_conv_params(g, node, w, b)
-    _absorb(g, node, nxt)
-    return True
+    return _absorb(g, node, nxt)
 
 
 def fold_into_conv(graph: Graph) -> Graph:
@@ -108,7 +118,8 @@ def fold_pads(graph: Graph) -> Graph:
     (which the accelerator does for free with its load padding fields)."""
     g = graph.copy()
     users = g.consumers()
-    for pad in list(g.nodes):
+    folded: set[int] = set()
+    for pad in g.nodes:
         if pad.op != "Pad" or pad.attrs["value"] != 0.0 or len(pad.attrs["pads"]) != 8:
             continue
         p = pad.attrs["pads"]
@@ -118,7 +129,9 @@ def fold_pads(graph: Graph) -> Graph:
         t, l, b, r = conv.attrs["pads"]
         conv.attrs["pads"] = (t + p[2], l + p[3], b + p[6], r + p[7])
         conv.inputs[0] = pad.inputs[0]
-        g.nodes.remove(pad)
+        folded.add(id(pad))
+    if folded:
+        g.nodes = [n for n in g.nodes if id(n) not in folded]
     g.prune()
     return g
 
@@ -158,21 +171,20 @@ def _range_of(g: Graph, node: Node) -> tuple[float, float] | None:
     return None
 
 
-def _fuse_next_activation(g: Graph, users: dict[str, list[Node]], node: Node) -> bool:
+def _fuse_next_activation(g: Graph, users: dict[str, list[Node]], node: Node) -> Node | None:
     if int8_rule(node.op) is None and node.op not in ("Relu", "Clip"):
-        return False
+        return None
     nxt = _sole_reader(g, users, node.outputs[0])
     rng = _range_of(g, nxt) if nxt is not None else None
     if rng is None:
-        return False
+        return None
     if node.op in ("Relu", "Clip"):
         lo0, hi0 = _range_of(g, node)
         node.op, node.attrs = "Clip", dict(lo=max(lo0, rng[0]), hi=min(hi0, rng[1]))
     else:
         lo0, hi0 = node.attrs.get("act", (float("-inf"), float("inf")))
         node.attrs["act"] = (max(lo0, rng[0]), min(hi0, rng[1]))
-    _absorb(g, node, nxt)
-    return True
+    return _absorb(g, node, nxt)
 
 
 def fuse_activations(graph: Graph) -> Graph:

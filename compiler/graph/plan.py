@@ -43,6 +43,22 @@ class DramPlan:
                    d["activation_bytes_without_reuse"])
 
 
+_STRETCH = 64
+"""Tasks per stretch of the lifetime index: a buffer is looked for only among those alive in the
+stretches its own lifetime spans, not among every buffer placed (quadratic in a long network)."""
+
+
+def _stretches(first: int, last: int) -> range:
+    return range(min(first, last) // _STRETCH, max(first, last) // _STRETCH + 1)
+
+
+def _overlapping(placed: list[tuple[int, int, int, int]], alive: dict[int, list[int]],
+                 first: int, last: int) -> list[tuple[int, int, int, int]]:
+    """The placed (offset, bytes, first, last) whose lifetimes overlap [first, last], by offset."""
+    near = {i for stretch in _stretches(first, last) for i in alive.get(stretch, ())}
+    return sorted(b for b in (placed[i] for i in near) if not (b[2] > last or b[3] < first))
+
+
 def plan_dram(cfg: HwConfig, fixed: dict[str, int], activations: dict[str, tuple[int, int, int]]) -> DramPlan:
     """`fixed`: constant buffers (key -> bytes), alive for the module's life; `activations`: key ->
     (bytes, first task index, last task index), alive over that closed interval."""
@@ -54,14 +70,15 @@ def plan_dram(cfg: HwConfig, fixed: dict[str, int], activations: dict[str, tuple
         top = round_up(top + size, a)
     plan.const_bytes = top
     placed: list[tuple[int, int, int, int]] = []  # offset, bytes, first, last
+    alive: dict[int, list[int]] = {}  # stretch of _STRETCH tasks -> the placed buffers alive in it
     for key, (size, first, last) in sorted(activations.items(), key=lambda kv: (-kv[1][0], kv[0])):
         offset = 0
-        for o, s, f, l in sorted(placed):
-            if f > last or l < first:
-                continue  # lifetimes do not overlap: the space can be shared
+        for o, s, f, l in _overlapping(placed, alive, first, last):
             if offset + size <= o:
                 break
             offset = max(offset, round_up(o + s, a))
+        for stretch in _stretches(first, last):
+            alive.setdefault(stretch, []).append(len(placed))
         placed.append((offset, size, first, last))
         plan.slots[key] = (plan.const_bytes + offset, size)
     act_top = max((o + s for o, s, _, _ in placed), default=0)

@@ -108,13 +108,15 @@ def strip_fake_quant(graph: Graph) -> Graph:
     the compiler re-quantizes with its own power-of-two scales."""
     g = graph.copy()
     prod = g.producers()
-    for n in list(g.nodes):
+    renames: dict[str, str] = {}  # dequantized tensor -> the float tensor it stands for
+    for n in g.nodes:
         if n.op == "DequantizeLinear" and (p := prod.get(n.inputs[0])) is not None and p.op == "QuantizeLinear":
             if n.outputs[0] in g.outputs:  # a graph output keeps its name
                 n.op, n.inputs, n.attrs = "Identity", [p.inputs[0]], {}
             else:
-                g.replace_uses(n.outputs[0], p.inputs[0])
-                g.nodes.remove(n)
+                renames[n.outputs[0]] = p.inputs[0]
+    g.nodes = [n for n in g.nodes if n.outputs[0] not in renames]
+    g.rename_uses(renames)  # one walk, not one per pair (quadratic in a QDQ model's size)
     from vtakit.compiler.graph.simplify import eliminate_dead_code
 
     return eliminate_dead_code(g)
@@ -442,6 +444,7 @@ def quantize(graph: Graph, cal: Calibration, weight_cache: dict | None = None) -
     multiplied = {k for k in wexp if fixed and k not in plan.wide and k not in pow2_nodes}
     headroom = {k: fixed_point.HEADROOM if k in multiplied else 0 for k in wexp}
     pairs = wide_pairs(g, plan.int8, plan.wide)  # conv output -> skip: the conv keeps extra bits
+    users = g.consumers() if pairs else {}
     exp = assign_exponents(g, cal, int8_nodes, {k: int(e.min()) + headroom[k] for k, e in wexp.items()}, pairs)
     widened: dict[str, int] = {}  # wide conv output -> k
     channel_scale: dict[str, np.ndarray] = {}  # int32 conv output -> its channels' factors after Dequantize
@@ -500,7 +503,8 @@ def quantize(graph: Graph, cal: Calibration, weight_cache: dict | None = None) -
                 w_q, bias_q, requant = _linear_requant(w, bias, exp[n.inputs[0]], wexp[n.name],
                                                        None if wide else exp[out], n.attrs.get("act"),
                                                        cache.get((ROUNDED_KEY, n.name)))
-            if out in pairs and (widening := widen(g, w_q, bias_q, requant, exp[out] - exp[reader_output(g, out)])):
+            if out in pairs and (widening := widen(g, w_q, bias_q, requant,
+                                                   exp[out] - exp[reader_output(g, out, users)])):
                 widened[out], bias_q, requant = widening
             ins = [x, q.add_const(f"{n.name}.weight_q", w_q)]
             attrs.update(requant)

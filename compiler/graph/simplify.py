@@ -60,27 +60,31 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
 
     Identical constants are merged first so that duplicated weight initializers count as the same input."""
     g = graph.copy()
+    outputs = set(g.outputs)
     by_content: dict[tuple, str] = {}
+    renames: dict[str, str] = {}  # tensor -> the equal one its readers read instead
     for name in list(g.consts):
         arr = g.consts[name]
         if arr.size > 4096:
             continue  # big tensors are weights; comparing them is not worth it
         k = (arr.dtype.str, arr.shape, arr.tobytes())
-        if k in by_content and name not in g.outputs:
-            g.replace_uses(name, by_content[k])
+        if k in by_content and name not in outputs:
+            renames[name] = by_content[k]
         else:
             by_content.setdefault(k, name)
     seen: dict[tuple, list[str]] = {}
     kept = []
-    for n in g.nodes:
+    for n in g.nodes:  # in order, so a node's inputs are renamed before its key is taken
+        if any(i in renames for i in n.inputs):
+            n.inputs = [renames.get(i, i) for i in n.inputs]
         k = _key(g, n)
-        if k in seen and not any(o in g.outputs for o in n.outputs):
-            for old, new in zip(n.outputs, seen[k]):
-                g.replace_uses(old, new)
+        if k in seen and not any(o in outputs for o in n.outputs):
+            renames.update(zip(n.outputs, seen[k]))
             continue
         seen[k] = n.outputs
         kept.append(n)
     g.nodes = kept
+    g.rename_uses(renames)  # nodes out of order and graph outputs
     g.prune()
     return g
 
@@ -89,35 +93,37 @@ def remove_noops(graph: Graph) -> Graph:
     """Identity, transposes that cancel, reshapes to the same shape, reshape chains, zero pads."""
     g = graph.copy()
     prod = g.producers()
-    kept = []
-    for n in g.nodes:
+    outputs = set(g.outputs)
+    kept, kept_ids = [], set()
+    same: dict[str, str] = {}  # tensor -> the earlier tensor with the same value, which its readers read
+    for n in g.nodes:  # in order, so a node's inputs are forwarded before it is looked at
+        if any(i in same for i in n.inputs):
+            n.inputs = [same.get(i, i) for i in n.inputs]
         x = n.inputs[0] if n.inputs else None
         out = n.outputs[0] if n.outputs else None
-        if out in g.outputs:
+        if out in outputs:
             kept.append(n)  # graph outputs keep their ONNX names, so their producer stays
+            kept_ids.add(id(n))
             continue
         if n.op == "Identity" or (n.op in ("Reshape", "Flatten") and g.tensors[x].shape == g.tensors[out].shape) \
                 or (n.op == "Pad" and not any(n.attrs["pads"])) \
                 or (n.op == "Transpose" and list(n.attrs["perm"]) == sorted(n.attrs["perm"])):
-            _forward(g, out, x)
+            same[out] = x
             continue
         p = prod.get(x)
-        if n.op == "Transpose" and p is not None and p.op == "Transpose" and p in kept:
+        if n.op == "Transpose" and p is not None and p.op == "Transpose" and id(p) in kept_ids:
             perm = [p.attrs["perm"][i] for i in n.attrs["perm"]]
             if perm == sorted(perm):
-                _forward(g, out, p.inputs[0])
+                same[out] = p.inputs[0]
                 continue
             n.inputs, n.attrs = [p.inputs[0]], dict(perm=perm)
-        if n.op in ("Reshape", "Flatten") and p is not None and p.op in ("Reshape", "Flatten") and p in kept:
+        if n.op in ("Reshape", "Flatten") and p is not None and p.op in ("Reshape", "Flatten") and id(p) in kept_ids:
             n.op, n.inputs, n.attrs = "Reshape", [p.inputs[0]], dict(shape=list(g.tensors[out].shape))
         kept.append(n)
+        kept_ids.add(id(n))
     g.nodes = kept
+    g.rename_uses(same)  # nodes out of order (graph outputs are never forwarded)
     return eliminate_dead_code(g)
-
-
-def _forward(g: Graph, out: str, x: str) -> None:
-    """`out` is the same value as `x`: its readers read `x` instead."""
-    g.replace_uses(out, x)
 
 
 def simplify(graph: Graph) -> Graph:

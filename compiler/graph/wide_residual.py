@@ -181,6 +181,7 @@ def run_wide_add(node: Node, args: list, kernels) -> object:
                    tuple(args[0].shape), np.int8)
 
 
-def reader_output(g: Graph, tensor: str) -> str:
-    """The output of the add reading a wide conv's result (its only reader)."""
-    return g.consumers()[tensor][0].outputs[0]
+def reader_output(g: Graph, tensor: str, readers: dict[str, list[Node]] | None = None) -> str:
+    """The output of the add reading a wide conv's result (its only reader); `readers`: g.consumers(),
+    where the caller asks for many (a walk over the graph each time is quadratic)."""
+    return (g.consumers() if readers is None else readers)[tensor][0].outputs[0]

@@ -157,7 +157,7 @@ def _host_packing(g: Graph, n: Node, cfg: HwConfig, x_shape, w_shape, stride: in
     from vtakit.compiler.graph.partition import accelerator_reason     # partition imports the registry
 
     plain = packing("none", ConvGeometry(tuple(x_shape), tuple(w_shape), stride, pad))
-    producer = g.producers().get(n.inputs[0])
+    producer = g.producer(n.inputs[0])  # not g.producers(): a walk over the graph per conv
     if n.op != "QConv" or schedule is not None or "residual" in n.attrs or (
             producer is not None and accelerator_reason(g, producer, cfg) is None):
         return plain
