@@ -9,7 +9,6 @@ archive: a JSON manifest plus named arrays, nothing pickled.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,15 +18,14 @@ import numpy as np
 
 from vtakit.devices import HOST, device_entry, register_device
 from vtakit.errors import CompileError, DeviceError
-from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
-from vtakit.compiler.graph.lower import ActBuffer, VtaTask
+from vtakit.compiler.graph.ir import Graph, TensorInfo
+from vtakit.compiler.graph.lower import VtaTask
+from vtakit.compiler.graph.module_file import FORMAT, VERSION, read_module, write_module  # noqa: F401
 from vtakit.compiler.graph.plan import DramPlan
-from vtakit.compiler.graph.runner import Binding, RunResult, bind, run_module
-from vtakit.compiler.vta.program import Program, TensorSpec
+from vtakit.compiler.graph.execute import check_feeds
+from vtakit.compiler.graph.runner import Binding, RunResult, bind, check_finite, run_module
 from vtakit.isa.config import HwConfig
 
-FORMAT = "vtakit-module"
-VERSION = 1
 HOSTS = ("cpu", "cuda")
 
 
@@ -59,11 +57,21 @@ class CompiledModule:
 
     # ------------------------------------------------------------- running
     def _feeds(self, inputs) -> dict[str, np.ndarray]:
-        if isinstance(inputs, dict):
-            return inputs
-        if len(self.graph.inputs) != 1:
-            raise CompileError(f"the model has inputs {self.graph.inputs}: pass a dict by input name")
-        return {self.graph.inputs[0]: inputs}
+        """The inputs by name, as arrays of the shapes and dtypes the module was compiled for."""
+        if not isinstance(inputs, dict):
+            if len(self.graph.inputs) != 1:
+                raise CompileError(f"the model has inputs {self.graph.inputs}: pass a dict by input name")
+            inputs = {self.graph.inputs[0]: inputs}
+        feeds = {}
+        for name, value in inputs.items():
+            if not isinstance(name, str):
+                raise CompileError(f"inputs are named by strings, got {type(name).__name__} {str(name)[:40]!r} "
+                                   f"(inputs: {self.graph.inputs})")
+            try:
+                feeds[name] = np.asarray(value)
+            except (ValueError, TypeError):
+                raise CompileError(f"input {name!r} is not an array of numbers") from None
+        return check_feeds(self.graph, feeds)
 
     def _device(self, device):
         if (isinstance(device, str) and device_entry(device).kind == HOST) or self.target in HOSTS:
@@ -105,15 +113,18 @@ class CompiledModule:
             self._gpu_kernels[id(host)] = cuda.GpuKernels(host, self.graph.consts.values())
         return self._gpu_kernels[id(host)]
 
-    def run(self, inputs, device="sim", timeout_s: float | None = None, host=None) -> dict[str, np.ndarray]:
+    def run(self, inputs, device="sim", timeout_s: float | None = None, host=None,
+            strict: bool = False) -> dict[str, np.ndarray]:
         """Outputs by ONNX output name for `inputs` (an array for a single-input model, or a dict by name).
 
         device: "fsim", "sim" (cycle model), "rtl", "cpu" (every node on the host: the bit-exact
         reference of the accelerator's arithmetic), "cuda" (every node on the GPU) or a Device built for
         this module's config.  Host tasks run where the module was compiled for (`host`, "cpu" or
-        "cuda"); `host` here overrides that ("cpu", "cuda" or a GPU backend such as cuda.Emulator())."""
-        dev = self._device(device)
+        "cuda"); `host` here overrides that ("cpu", "cuda" or a GPU backend such as cuda.Emulator()).
+        Inputs holding NaN or infinities give a NonFiniteInputWarning; with `strict`, a CompileError."""
         feeds = self._feeds(inputs)
+        check_finite(feeds, strict)
+        dev = self._device(device)
         kernels = self._host_kernels(device, host)
         binding = self.bind(dev) if dev is not None else None
         self.last_run = run_module(self, binding, feeds, timeout_s, host_only=dev is None, kernels=kernels)
@@ -153,45 +164,24 @@ class CompiledModule:
                               acts={k: [b.tensor, b.block, b.planes, b.packing] for k, b in t.acts.items()},
                               program=dict(name=p.name, output=p.output, relocs=list(p.relocs),
                                            tensors={k: s.to_dict() for k, s in p.tensors.items()})))
-        manifest = dict(format=FORMAT, version=VERSION, config=self.config.to_dict(), target=self.target,
-                        host=self.host, graph=_graph_to_dict(self.graph), tasks=tasks, plan=self.plan.to_dict(),
+        manifest = dict(config=self.config.to_dict(), target=self.target, host=self.host,
+                        graph=_graph_to_dict(self.graph), tasks=tasks, plan=self.plan.to_dict(),
                         notes=_jsonable(self.notes))
-        arrays["manifest"] = np.frombuffer(json.dumps(manifest).encode(), np.uint8)
-        with open(path, "wb") as f:
-            np.savez(f, **{k.replace("/", "|"): v for k, v in arrays.items()})
+        write_module(path, manifest, arrays)
         return path
 
     @classmethod
-    def load(cls, path) -> "CompiledModule":
-        try:
-            # the file is opened here, so it is closed even when numpy cannot read it as an archive
-            with open(path, "rb") as f, np.load(f, allow_pickle=False) as z:
-                arrays = {k.replace("|", "/"): z[k] for k in z.files}
-            manifest = json.loads(bytes(arrays.pop("manifest")).decode())
-        except FileNotFoundError:
-            raise CompileError(f"no such module file: {path}") from None
-        except Exception as e:  # zipfile, json and numpy raise many kinds for a damaged file
-            raise CompileError(f"{path}: not a vtakit module ({type(e).__name__}: {e})") from None
-        if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
-            raise CompileError(f"{path}: not a vtakit module of version {VERSION}")
-        cfg = HwConfig.from_dict(manifest["config"])
-        graph = _graph_from_dict(manifest["graph"], {k[6:]: v for k, v in arrays.items() if k.startswith("graph/")})
-        tasks: list = []
-        for t in manifest["tasks"]:
-            if "host" in t:
-                tasks.append(t["host"])
-                continue
-            p = t["program"]
-            node = t["node"]
-            program = Program(p["name"], arrays[f"words/{node}"],
-                              {r: arrays[f"relocs/{node}/{r}"] for r in p["relocs"]},
-                              {k: TensorSpec.from_dict(s) for k, s in p["tensors"].items()},
-                              arrays[f"packed/uops:{node}"], p["output"])
-            tasks.append(VtaTask(node, t["op"], program, t["bind"],
-                                 {k: ActBuffer(*v) for k, v in t["acts"].items()}, t["macs"], t["schedule"]))
-        consts = {k[7:]: v for k, v in arrays.items() if k.startswith("packed/")}
-        return cls(cfg, manifest["target"], graph, tasks, consts, DramPlan.from_dict(manifest["plan"]),
-                   manifest.get("notes", {}), host=manifest.get("host", "cpu"))
+    def load(cls, path, max_bytes: int | None = None) -> "CompiledModule":
+        """A module saved by `save`, checked before anything runs: the archive's decompressed size
+        (at most `max_bytes`, default module_file.MAX_BYTES or VTAKIT_MAX_MODULE_MB), the format
+        version, the sha256 of every array, and every field against the stored config
+        (module_check).  Anything wrong is one CompileError line naming the file and the field."""
+        from vtakit.compiler.graph import module_check
+
+        manifest, arrays = read_module(path, max_bytes)
+        module = cls(**module_check.parse(path, manifest, arrays))
+        module_check.check(path, module)
+        return module
 
 
 def _jsonable(v):
@@ -202,17 +192,7 @@ def _jsonable(v):
     if isinstance(v, (np.integer,)):
         return int(v)
     if isinstance(v, (np.floating, float)):
-        return float(v) if math.isfinite(v) else ("inf" if v > 0 else "-inf")
-    return v
-
-
-def _unjson(v):
-    if v in ("inf", "-inf"):
-        return float(v)
-    if isinstance(v, list):
-        return tuple(_unjson(x) for x in v)
-    if isinstance(v, dict):
-        return {k: _unjson(x) for k, x in v.items()}
+        return float(v) if math.isfinite(v) else "nan" if math.isnan(v) else "inf" if v > 0 else "-inf"
     return v
 
 
@@ -222,12 +202,6 @@ def _graph_to_dict(g: Graph) -> dict:
                 nodes=[dict(op=n.op, name=n.name, inputs=n.inputs, outputs=n.outputs, attrs=_jsonable(n.attrs))
                        for n in g.nodes],
                 notes=_jsonable(g.notes))
-
-
-def _graph_from_dict(d: dict, consts: dict[str, np.ndarray]) -> Graph:
-    nodes = [Node(n["op"], n["name"], n["inputs"], n["outputs"], _unjson(n["attrs"])) for n in d["nodes"]]
-    tensors = {k: TensorInfo(tuple(s), dt, e) for k, (s, dt, e) in d["tensors"].items()}
-    return Graph(nodes, tensors, d["inputs"], d["outputs"], consts, d["name"], d.get("notes", {}))
 
 
 def _register_hosts() -> None:

@@ -11,11 +11,12 @@ packed into its planned buffer just before it runs.
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from vtakit.errors import DeviceError
+from vtakit.errors import CompileError, DeviceError, VtaError
 from vtakit.compiler import cpu
 from vtakit.compiler.graph.execute import check_feeds, run_node
 from vtakit.compiler.graph.lower import ActBuffer, VtaTask
@@ -57,6 +58,25 @@ class Binding:
     device: object
     base: int
     code: dict[str, tuple[int, int]]  # node -> (instruction address, count)
+
+
+class NonFiniteInputWarning(UserWarning):
+    """An input holds NaN or infinite values: the int8 network quantizes them to arbitrary codes."""
+
+
+def check_finite(feeds: dict[str, np.ndarray], strict: bool = False) -> None:
+    """Warn (with `strict`, raise a CompileError) for each float input holding NaN or infinities:
+    quantization maps them to arbitrary int8 values, so the outputs would mean nothing."""
+    for name, v in feeds.items():
+        if v.dtype.kind != "f" or np.isfinite(v).all():
+            continue
+        nan = int(np.isnan(v).sum())
+        inf = int(v.size - nan - np.isfinite(v).sum())
+        message = (f"input {name!r} holds {nan} NaN and {inf} infinite values (of {v.size}); "
+                   f"the outputs are not meaningful")
+        if strict:
+            raise CompileError(message)
+        warnings.warn(message, NonFiniteInputWarning, stacklevel=3)
 
 
 def bind(module, device) -> Binding:
@@ -142,7 +162,13 @@ def run_module(module, b: Binding | None, inputs: dict[str, np.ndarray], timeout
             result.tasks.append(TaskTiming(task.node, task.op, "vta", stats.cycles, time.perf_counter() - t0,
                                            task.macs, stats.bytes_moved, stats))
         else:
-            value = run_node(node, [host_value(t) if t else None for t in node.inputs], kernels)
+            try:
+                value = run_node(node, [host_value(t) if t else None for t in node.inputs], kernels)
+            except VtaError:
+                raise
+            except (ArithmeticError, LookupError, TypeError, ValueError) as e:  # e.g. attributes a file forged
+                raise CompileError(f"cannot run on the host ({type(e).__name__}: {e})", node=node.name,
+                                   op=node.op) from None
             if kernels is not cpu:
                 kernels.synchronize()  # the task's time includes its kernels
             env[node.outputs[0]] = value
