@@ -9,7 +9,10 @@ evaluated here, before its op is judged, and a Shape of a tensor with a static s
 is a constant; so shape chains fold away.  An op no family defines but onnx.reference
 implements runs generically on the host.  Ops nothing implements (other domains,
 unknown names) stop the compile before any work, listing every one.  onnx.checker's
-complaints are a warning, not a gate.
+complaints are a warning, not a gate; a model is hostile until shown otherwise: its file and
+external data are read only from its folder and within bounds (`onnx_files`), every tensor it
+declares, holds or folds to is capped before it is allocated (`limits`), and every node's input
+types follow its ONNX schema, as onnxruntime requires (`onnx_types`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.ops import IMPORTS, ONNX_PRECISION, OPS, Precision, onnx_def
 from vtakit.compiler.graph.ops.reference import (NONDETERMINISTIC, attrs_to_ir, convert_generic, evaluate,
                                                  implemented)
+from vtakit.compiler.graph.limits import Budget, check_fold, check_tensor, tensor_cost
+from vtakit.compiler.graph.onnx_files import check_and_load, read_model_file
+from vtakit.compiler.graph.onnx_types import check_declared_type, check_node_types, output_types
 from vtakit.compiler.graph.shapes import infer
 from vtakit.compiler.graph.ops.quant import fold_dequantize
 
@@ -71,22 +77,26 @@ FOLD_LIMIT = 1 << 27  # never materialise a folded constant bigger than this man
 
 def load_model(source):
     """An onnx.ModelProto from a path, bytes or a ModelProto; unreadable files are one CompileError,
-    and what onnx.checker dislikes is a warning (onnxruntime runs many such models)."""
+    and what onnx.checker dislikes is a warning (onnxruntime runs many such models).  A path's
+    external data is read from the model's folder and moved into the model (`onnx_files`), within
+    the limits (`limits`); bytes or a ModelProto come without a folder, so they may have none."""
     import onnx
     from google.protobuf.message import DecodeError
 
+    folder = None
     if isinstance(source, onnx.ModelProto):
         model = source
     else:
-        try:
-            data = source if isinstance(source, bytes) else Path(source).read_bytes()
-        except OSError as e:
-            raise CompileError(f"cannot read ONNX file {source}: {e.strerror}") from None
+        if isinstance(source, (bytes, bytearray)):
+            data, shown = bytes(source), "ONNX bytes"
+        else:
+            data, shown, folder = read_model_file(source), str(source), Path(source).parent
         model = onnx.ModelProto()
         try:
             model.ParseFromString(data)
         except (DecodeError, RuntimeError, ValueError) as e:
-            raise CompileError(f"{source}: not a valid ONNX file ({type(e).__name__}: {e})") from None
+            raise CompileError(f"{shown}: not a valid ONNX file ({type(e).__name__}: {str(e)[:200]})") from None
+    check_and_load(model, folder)
     if not model.graph.node:
         raise CompileError("ONNX model has no nodes (empty or truncated file)")
     try:
@@ -163,8 +173,13 @@ class _Importer:
         self.opset = _opset(model)
         g = model.graph
         self.graph = Graph([], {}, [], [], {}, name=g.name or "model")
+        self.budget = Budget()  # every constant's and activation's bytes (limits.py)
         for init in g.initializer:  # IR 3 lists these among the inputs too: they stay constants
-            arr = nh.to_array(init)
+            try:
+                arr = nh.to_array(init)
+            except Exception as e:  # data that does not match its dims or type
+                raise CompileError(f"initializer {init.name!r} cannot be read: {str(e).strip()[:200]}") from None
+            self.budget.take(arr.nbytes, f"initializer {init.name!r}")
             self.graph.consts[init.name] = arr
             self.graph.tensors[init.name] = TensorInfo(arr.shape, arr.dtype.name)
         overrides = dict(input_shapes or {})
@@ -177,12 +192,16 @@ class _Importer:
             if vi.name in self.graph.consts:
                 continue
             self.graph.inputs.append(vi.name)
-            self.graph.tensors[vi.name] = self._input_info(vi, overrides.pop(vi.name, None), bind.get(vi.name))
+            info = self._input_info(vi, overrides.pop(vi.name, None), bind.get(vi.name))
+            check_tensor(f"input {vi.name!r}", info.shape, info.dtype)  # calibration allocates it
+            self.budget.take(tensor_cost(info.shape, info.dtype)[1], f"input {vi.name!r}")
+            self.graph.tensors[vi.name] = info
         if overrides:
             raise CompileError(f"input_shapes names unknown inputs {sorted(overrides)}; the model's inputs "
                                f"are {self.graph.inputs}")
         self.graph.outputs = [o.name for o in g.output]
         self.names: set[str] = set()
+        self.types: dict[str, str] = {}  # ONNX's element type of a node output, where the IR's differs (onnx_types)
 
     def _input_info(self, vi, override, bound=None) -> TensorInfo:
         """Static dims as given; a symbolic first (batch) dim bound by `override`, by the first calibration
@@ -198,7 +217,7 @@ class _Importer:
                 dims.append(int(d.dim_value))
             else:
                 dims.append(1)
-                symbolic.append((i, d.dim_param or "?"))
+                symbolic.append((i, d.dim_param or (str(d.dim_value) if d.dim_value < 0 else "?")))  # -1: Paddle's dynamic
         fixed = [i for i, d in enumerate(tt.shape.dim) if d.HasField("dim_value") and d.dim_value > 0]
         given = override if override is not None else (bound if symbolic else None)
         if not tt.HasField("shape"):  # rank unknown: the shape must be given
@@ -225,6 +244,10 @@ class _Importer:
         return TensorInfo(tuple(dims), dtype)
 
     # ---------------------------------------------------------------- nodes
+    def onnx_type(self, tensor: str) -> str:
+        """A tensor's element type as ONNX (and onnxruntime) sees it."""
+        return self.types.get(tensor) or self.graph.tensors[tensor].dtype
+
     def node_name(self, n, index: int) -> str:
         base = n.name or f"{n.op_type}_{index}"
         name, k = base, 1
@@ -239,6 +262,8 @@ class _Importer:
             if i and i not in self.graph.tensors:
                 raise CompileError(f"reads {i!r}, which no earlier node produces", node=name, op=op)
         for out, info in zip(outputs, infer(node, self.graph)):
+            check_tensor(f"output {out!r}", info.shape, info.dtype, node=name, op=op)
+            self.budget.take(tensor_cost(info.shape, info.dtype)[1], f"output {out!r}", node=name, op=op)
             self.graph.tensors[out] = info
         self.graph.nodes.append(node)
 
@@ -249,7 +274,9 @@ class _Importer:
             raise NeedsConstant(f"{what} must be a constant initializer", node=name, op=n.op_type)
         return self.graph.consts[n.input[idx]]
 
-    def set_const(self, name: str, value: np.ndarray) -> None:
+    def set_const(self, name: str, value: np.ndarray, node: str | None = None, op: str | None = None) -> None:
+        check_tensor(f"constant {name!r}", value.shape, value.dtype.name, node=node, op=op)
+        self.budget.take(value.nbytes, f"constant {name!r}", node=node, op=op)
         value = contiguous(value)
         self.graph.consts[name] = value
         self.graph.tensors[name] = TensorInfo(tuple(int(s) for s in value.shape), value.dtype.name)
@@ -260,14 +287,18 @@ class _Importer:
             try:
                 if not self.fold(n, name):
                     self.convert(n, name, _attrs(n))
+                self.types.update(output_types(n, self.opset, self.onnx_type))
             except CompileError:
                 raise
-            except (KeyError, ValueError, IndexError, TypeError, AttributeError) as e:
+            except (KeyError, ValueError, IndexError, TypeError, AttributeError, ArithmeticError) as e:
                 raise CompileError(f"bad attributes or inputs ({type(e).__name__}: {e})", node=name,
                                    op=n.op_type) from None
         for o in self.graph.outputs:
             if o not in self.graph.tensors:
                 raise CompileError(f"graph output {o!r} is never produced")
+        for vi in self.model.graph.output:  # where ONNX's own type is known (not only the IR's compute type)
+            if vi.name in self.types or vi.name in self.graph.consts or vi.name in self.graph.inputs:
+                check_declared_type(vi, self.onnx_type(vi.name))
         return self.graph
 
     def fold(self, n, name: str) -> bool:
@@ -278,6 +309,7 @@ class _Importer:
         for i in ins:
             if i and i not in g.tensors:
                 raise CompileError(f"reads {i!r}, which no earlier node produces", node=name, op=op)
+        check_node_types(n, self.opset, self.onnx_type, name)
         if op in ("Shape", "Size") and ins and ins[0] in g.tensors:
             shape = g.tensors[ins[0]].shape
             if op == "Size":
@@ -295,8 +327,10 @@ class _Importer:
                 return False
         if op == "DequantizeLinear" and fold_dequantize(self, n, name):  # keeps the scales (qdq.py)
             return True
+        attrs = attrs_to_ir(n)
+        check_fold(n, name, attrs, g, self.opset)
         try:
-            values = evaluate(op, attrs_to_ir(n), self.opset, [g.consts[i] if i else None for i in ins],
+            values = evaluate(op, attrs, self.opset, [g.consts[i] if i else None for i in ins],
                               len(n.output))
         except CompileError:
             raise
@@ -305,7 +339,7 @@ class _Importer:
             raise CompileError(f"cannot evaluate on its constant inputs: {first}", node=name, op=op) from None
         for out, v in zip(n.output, values):
             if out:
-                self.set_const(out, v)
+                self.set_const(out, v, node=name, op=op)
         return True
 
     def convert(self, n, name: str, at: dict) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
+import warnings
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
@@ -14,7 +16,8 @@ from vtakit.cli._common import CONFIG_HELP, console, progress_console, tuning_co
 from vtakit.devices import device_names
 from vtakit.compiler.graph.recipe import AUTO, recipe_table
 from vtakit.compiler.graph.report import calibration_lines
-from vtakit.errors import VtaError
+from vtakit.compiler.graph.runner import NonFiniteInputWarning
+from vtakit.errors import VtaError, one_line
 from vtakit.isa.config import DEFAULT_PRESET
 
 
@@ -70,7 +73,7 @@ def cmd_compile(args) -> int:
     searching = _searches(kwargs, cal is not None)
     status = nullcontext() if searching else console.status(
         f"compiling {args.model} for {args.config or DEFAULT_PRESET} ({args.target})")
-    with tuning_context(args.tuning_log) as table, status, _search_progress(searching) as progress:
+    with _limits(args), tuning_context(args.tuning_log) as table, status, _search_progress(searching) as progress:
         module = compile_module(args.model, args.config, target=args.target, calibrate=cal,
                                 input_shapes=_input_shapes(args.input_shape),
                                 partition_options=dict(first_conv=args.first_conv, classifier=args.classifier),
@@ -115,23 +118,56 @@ def _print_report(module, png: str | None) -> None:
 def cmd_run(args) -> int:
     from vtakit.compiler.graph import CompiledModule
 
-    module = CompiledModule.load(args.module)
+    module = CompiledModule.load(args.module, max_bytes=_max_module_bytes(args))
     data = _load_arrays(args.input, "input")
     t0 = time.perf_counter()
-    outputs = module.run(data, device=args.device, timeout_s=args.timeout)
+    outputs = _run_warning_in_one_line(module, data, device=args.device, timeout_s=args.timeout,
+                                       strict=args.strict)
     console.print(f"ran {args.module} on {args.device} in {time.perf_counter() - t0:.2f} s")
     for name, value in outputs.items():
         flat = value.reshape(value.shape[0], -1) if value.ndim > 1 else value.reshape(1, -1)
-        console.print(f"{name}: {value.dtype} {tuple(value.shape)}; argmax per row {flat.argmax(axis=1)[:16]}")
+        argmax = flat.argmax(axis=1)[:16] if flat.size else "-"
+        console.print(f"{name}: {value.dtype} {tuple(value.shape)}; argmax per row {argmax}")
     if args.output:
-        if args.output.endswith(".npz") or len(outputs) > 1:
-            np.savez(args.output, **outputs)
-        else:
-            np.save(args.output, next(iter(outputs.values())))
+        _save_outputs(args.output, outputs)
         console.print(f"outputs written to {args.output}")
     if args.report:
         _print_report(module, args.roofline)
     return 0
+
+
+def _run_warning_in_one_line(module, data, **kwargs) -> dict[str, np.ndarray]:
+    """module.run, each warning it gives (NaN/Inf inputs, ...) printed as one `warning:` line on stderr."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outputs = module.run(data, **kwargs)
+    for w in caught:
+        hint = " (--strict makes this an error)" if issubclass(w.category, NonFiniteInputWarning) else ""
+        print(f"warning: {one_line(str(w.message))}{hint}", file=sys.stderr)
+    return outputs
+
+
+def _max_module_bytes(args) -> int | None:
+    """--max-module-mb in bytes (None: the default cap, see compiler.graph.module_file)."""
+    mb = getattr(args, "max_module_mb", None)
+    if mb is None:
+        return None
+    if not 0 < mb < float("inf"):
+        raise VtaError(f"--max-module-mb must be a positive number, got {mb}")
+    return int(mb * (1 << 20))
+
+
+def _save_outputs(path: str, outputs: dict[str, np.ndarray]) -> None:
+    """Write the outputs (.npz by name, or .npy for one), creating missing folders as `sim --trace` does."""
+    out = Path(path)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if path.endswith(".npz") or len(outputs) > 1:
+            np.savez(out, **outputs)
+        else:
+            np.save(out, next(iter(outputs.values())))
+    except OSError as e:
+        raise VtaError(f"cannot write the outputs to {path}: {e.strerror or e}") from None
 
 
 def _int8_options(p) -> None:
@@ -161,6 +197,20 @@ def _int8_options(p) -> None:
     p.add_argument("--keep-float-until", type=float, metavar="COSINE",
                    help="also keep the worst layers in float, one at a time, until the mean output cosine on the "
                         "calibration samples reaches COSINE (at most 8 layers; they are printed)")
+
+
+def _limit_options(p) -> None:
+    """What an ONNX model may make the compiler allocate (compiler.graph.limits)."""
+    p.add_argument("--max-tensor-mb", type=float, help="the largest tensor a model may declare, hold or fold to, "
+                                                       "in MiB (default 1024)")
+    p.add_argument("--max-model-mb", type=float, help="the most a model's file and external data, or its constants "
+                                                      "and activations together, may hold, in MiB (default 4096)")
+
+
+def _limits(args):
+    from vtakit.compiler.graph.limits import use_limits
+
+    return use_limits(getattr(args, "max_tensor_mb", None), getattr(args, "max_model_mb", None))
 
 
 def _requant_option(p) -> None:
@@ -225,7 +275,8 @@ def cmd_accuracy(args) -> int:
     from vtakit.compiler.graph.onnx_frontend import import_onnx
 
     cal = _calibration(args.calibrate)
-    graph = optimize(import_onnx(args.module, _input_shapes(args.input_shape), bind=first_sample_shapes(cal)))
+    with _limits(args):
+        graph = optimize(import_onnx(args.module, _input_shapes(args.input_shape), bind=first_sample_shapes(cal)))
     data = _load_arrays(args.input, "input") if args.input else None
     if data is None:
         rng = np.random.default_rng(args.seed)
@@ -262,14 +313,14 @@ def cmd_report(args) -> int:
 
     if args.accuracy:
         return cmd_accuracy(args)
-    module = CompiledModule.load(args.module)
+    module = CompiledModule.load(args.module, max_bytes=_max_module_bytes(args))
     if args.input:
         data = _load_arrays(args.input, "input")
     else:
         rng = np.random.default_rng(args.seed)
         data = {n: rng.standard_normal(i.shape).astype(i.dtype) for n, i in module.inputs.items()}
         console.print(f"no --input: running on seeded random inputs (seed {args.seed})")
-    module.run(data, device=args.device)
+    _run_warning_in_one_line(module, data, device=args.device)
     _print_report(module, args.roofline)
     if args.json:
         print(json.dumps(module.report().to_dict(), indent=2, default=str))
@@ -292,6 +343,7 @@ def register(sub) -> None:
     c.add_argument("--tuning-log", help="use the best schedules this `vtakit tune` log recorded")
     _int8_options(c)
     _requant_option(c)
+    _limit_options(c)
     c.add_argument("-o", "--output", default="model.vtamod")
     c.set_defaults(func=cmd_compile)
 
@@ -303,6 +355,10 @@ def register(sub) -> None:
     r.add_argument("--timeout", type=float, help="seconds per accelerator task")
     r.add_argument("--report", action="store_true", help="print the per-layer table")
     r.add_argument("--roofline", default="out/roofline.png", help="with --report: the roofline PNG")
+    r.add_argument("--strict", action="store_true", help="inputs holding NaN or infinities are an error "
+                                                         "(default: a warning)")
+    r.add_argument("--max-module-mb", type=float, help="cap on the module's decompressed size (default 2048, "
+                                                       "or VTAKIT_MAX_MODULE_MB)")
     r.set_defaults(func=cmd_run)
 
     p = sub.add_parser("report", help="run a module and print where the time goes, with a roofline PNG; "
@@ -317,9 +373,12 @@ def register(sub) -> None:
                                     "(multipliers where it has ALU MUL); " + CONFIG_HELP)
     _int8_options(p)
     _requant_option(p)
+    _limit_options(p)
     p.add_argument("--input", help=".npy or .npz (default: seeded random inputs)")
     p.add_argument("--device", default="sim", choices=device_names())
     p.add_argument("--roofline", default="out/roofline.png")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--max-module-mb", type=float, help="cap on the module's decompressed size (default 2048, "
+                                                       "or VTAKIT_MAX_MODULE_MB)")
     p.set_defaults(func=cmd_report)

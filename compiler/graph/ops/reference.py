@@ -47,6 +47,10 @@ def attrs_to_ir(node_proto) -> list[list]:
         if a.type in (A.GRAPH, A.GRAPHS):
             raise CompileError("attributes holding subgraphs (If, Loop, Scan) are not supported",
                                node=node_proto.name or None, op=node_proto.op_type)
+        if a.type == A.TENSOR and a.t.data_location == onnx.TensorProto.EXTERNAL:  # never resolved against cwd
+            raise CompileError(f"attribute {a.name!r} keeps its data in an external file; load the model from its "
+                               f"path (onnx_frontend.load_model moves external data in)",
+                               node=node_proto.name or None, op=node_proto.op_type)
         v = onnx.helper.get_attribute_value(a)
         if a.type == A.TENSOR:
             arr = numpy_helper.to_array(v)
@@ -123,7 +127,7 @@ def convert_generic(imp, n, name: str, at: dict, static_only: bool = False) -> b
     nodes = [Node(op, name if idx == 0 or not outs[0] else f"{name}.{idx}", list(n.input), [out],
                   dict(onnx=attrs, opset=imp.opset, out=idx, n_out=len(outs)))
              for idx, out in enumerate(outs) if out]
-    if static_only and any(_static_shape_inference(node, imp.graph) is None for node in nodes):
+    if static_only and any(static_shape_inference(node, imp.graph) is None for node in nodes):
         return False
     for node in nodes:
         imp.emit(node.op, node.name, node.inputs, node.outputs, node.attrs)
@@ -142,7 +146,7 @@ def _run_generic(node: Node, args: list, k) -> np.ndarray:
     return contiguous(values[a.get("out", 0)])
 
 
-def _static_shape_inference(node: Node, g: Graph) -> TensorInfo | None:
+def static_shape_inference(node: Node, g: Graph) -> TensorInfo | None:
     """onnx.shape_inference on the node alone (constants as initializers); None unless fully static."""
     import onnx
     from onnx import numpy_helper
@@ -179,7 +183,7 @@ def _static_shape_inference(node: Node, g: Graph) -> TensorInfo | None:
 
 
 def _infer_generic(node: Node, g: Graph) -> list[TensorInfo]:
-    info = _static_shape_inference(node, g)
+    info = static_shape_inference(node, g)
     if info is None:  # run it on zeros (constants as themselves)
         args = [None if not t else g.consts[t] if t in g.consts else
                 np.zeros(g.tensors[t].shape, g.tensors[t].dtype) for t in node.inputs]
