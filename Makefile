@@ -29,8 +29,10 @@ demo: install
 test: install
 	$(PYTEST) -q -n auto -m "not slow"
 
+# The slow tests, then the fuzz tests (tests/fuzz) with a long budget of examples.
 test-slow: install
 	$(PYTEST) -q -n auto -m slow
+	VTAKIT_FUZZ_EXAMPLES=2000 $(PYTEST) -q -n auto tests/fuzz
 
 test-all: install
 	$(PYTEST) -q -n auto
