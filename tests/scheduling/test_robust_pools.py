@@ -270,3 +270,47 @@ def test_kill_9_of_tune_leaves_no_worker_behind(tmp_path):
     for p in left:                                                     # do not leave them to the next test
         os.kill(p, signal.SIGKILL)
     assert not left, f"{len(left)} of {len(workers)} processes outlived the killed tune by 10 s"
+
+
+EXPLORE_SPACE = """
+[base]
+preset = "pynq"
+
+[sweep]
+clock_mhz = [100, 125, 150, 175, 200, 225, 250, 275]
+
+[options]
+network = "digits_cnn"
+"""
+
+
+def test_kill_9_of_explore_leaves_no_worker_behind_and_a_rerun_completes(tmp_path):
+    """The pool of `vtakit explore` dies with it; a rerun finishes every job from what was logged."""
+    space, out = tmp_path / "space.toml", tmp_path / "out"
+    space.write_text(EXPLORE_SPACE)
+    cmd = [sys.executable, "-m", "vtakit", "explore", "--space", str(space), "--no-synth", "--workers", "2",
+           "-o", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        workers: list[int] = []
+        while time.monotonic() < deadline and len(workers) < 2 and proc.poll() is None:
+            time.sleep(0.05)
+            workers = _descendants(proc.pid)
+        assert len(workers) >= 2, "the pool never started"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(p) for p in workers):
+        time.sleep(0.1)
+    left = [p for p in workers if _alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    assert not left, f"{len(left)} of {len(workers)} processes outlived the killed explore by 10 s"
+    rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    jobs = [json.loads(line) for line in (out / "jobs.jsonl").read_text().splitlines() if line.strip()]
+    keys = [j["key"] for j in jobs]
+    assert len(keys) == len(set(keys)) == 8, "a job was lost or logged twice"
+    assert all("result" in j for j in jobs)
