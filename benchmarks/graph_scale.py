@@ -6,8 +6,9 @@ Two chains, both made here from a seed (no downloads):
                initializer (as exporters write them; many are equal, so CSE merges them);
   conv:        Conv 1x1 (+ bias) -> Relu -> Add(c) -> ..., a network of accelerator tasks.
 A linear pipeline shows a flat "CPU us/node" column; a quadratic one grows with n.  CPU seconds are
-the figure to compare on a shared machine (others' load stretches the wall time).  Memory: the 200k
-chain peaks near 14 GB (calibration keeps a 64 KB histogram per tensor), the 50k one near 3.5 GB.
+the figure to compare on a shared machine (others' load stretches the wall time).  Measured on the
+2-core machine: the 200k elementwise chain compiles in 36 s CPU and peaks at 1.2 GB (before the
+linear passes and calibration's per-method statistics: 149 s, 13.9 GB; 22 s already at 4k nodes).
 
     python benchmarks/graph_scale.py                       # elementwise 1k 10k 50k 200k, conv 1k 5k
     python benchmarks/graph_scale.py --sizes 1000 20000 --chain conv

@@ -33,6 +33,12 @@ def empty(shape: int | Sequence[int], dtype: Any) -> np.ndarray:
     return _allocate(dims, np.dtype(dtype))
 
 
+def empty_exact(dims: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """`empty` for callers that already hold a tuple of Python ints and an np.dtype (a kernel plan's output
+    shape): no conversions on the per-call path of small kernels."""
+    return _allocate(dims, dtype)
+
+
 def full(shape: int | Sequence[int], fill: Any, dtype: Any) -> np.ndarray:
     """`empty`, every element set to `fill`."""
     out = empty(shape, dtype)

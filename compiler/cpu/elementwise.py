@@ -19,7 +19,7 @@ from vtakit.compiler.cpu import buffers
 
 from vtakit.compiler.hostops import checks
 from vtakit.compiler.hostops.elementwise import collapse
-from vtakit.compiler.cpu.irgen import F32, I8, I32, KernelBuilder, elem_type, pointer
+from vtakit.compiler.cpu.irgen import F32, I8, I32, KernelBuilder, elem_type
 from vtakit.compiler.cpu.jit import KernelKey, cached_plan, get_kernel
 from vtakit.errors import CompileError
 
@@ -120,11 +120,13 @@ def apply(expression: str, operands: Sequence[np.ndarray], result_dtype, params:
           op: str | None = None) -> np.ndarray:
     """Broadcast C-contiguous `operands`, evaluate `expression` elementwise, return a fresh array."""
     result_dtype = np.dtype(result_dtype)
-    signature = ("elementwise", expression, tuple(a.shape for a in operands), tuple(a.dtype.char for a in operands),
+    signature = ("elementwise", expression, tuple([a.shape for a in operands]), tuple([a.dtype.char for a in operands]),
                  result_dtype.char, params)
     kernel, shape = cached_plan(signature, lambda: _plan(expression, operands, result_dtype, params, op or expression))
-    out = buffers.empty(shape, result_dtype)
-    kernel(*(pointer(a) for a in operands), pointer(out))
+    out = buffers.empty_exact(shape, result_dtype)
+    # The hot path of the host interpreter (a node of a long chain runs here once per sample and pass,
+    # issue 37): list comprehensions, no per-operand helper calls.  The kernel itself takes 0.2 us.
+    kernel.function(*[a.ctypes.data for a in operands], out.ctypes.data)
     return out
 
 
@@ -139,7 +141,7 @@ def _plan(expression: str, operands: Sequence[np.ndarray], result_dtype: np.dtyp
     flat_shape, flat_strides = collapse(shape, strides)
     spec = ElementwiseKernel(expression, flat_shape, flat_strides, tuple(a.dtype.name for a in operands),
                              result_dtype.name, params)
-    return get_kernel(KernelKey("elementwise", (spec,)), lambda: _build(spec), op), shape
+    return get_kernel(KernelKey("elementwise", (spec,)), lambda: _build(spec), op), tuple(int(d) for d in shape)
 
 
 def _float_pair(a, b, op: str) -> list[np.ndarray]:

@@ -20,6 +20,7 @@ from vtakit.errors import CompileError
 from vtakit.compiler.graph.fusion import fuse_max_pools, fuse_residual_adds
 from vtakit.compiler.graph.recipe import AUTO, check_knob, float_and_int8_auto
 from vtakit.compiler.graph.wide_residual import WIDE_NOTE
+from vtakit.compiler.graph.gc_budget import with_fewer_collections
 from vtakit.compiler.graph.fold import canonicalize_dense, fold_into_conv, fold_pads, fuse_activations
 from vtakit.compiler.graph.ir import Graph
 from vtakit.compiler.graph.lower import VtaTask, lower_node
@@ -269,6 +270,7 @@ def _liveness(cfg: HwConfig, tasks: list, graph: Graph) -> dict[str, tuple[int, 
     return {k: (sizes[k], s[0], s[1]) for k, s in spans.items()}
 
 
+@with_fewer_collections  # issue 37: the collector took a third of a huge graph's compile (gc_budget.py)
 def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibrate=None,
                    input_shapes: dict[str, tuple[int, ...]] | None = None,
                    partition_options: PartitionOptions | dict | None = None,

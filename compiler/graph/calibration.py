@@ -25,6 +25,7 @@ max, percentile and mse on the network's outputs (recipe.py).  Alone, with bias 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,6 +34,7 @@ from vtakit.errors import CompileError
 from vtakit.compiler.graph.quantize import EXP_RANGE, Calibration, candidate_exponents, ideal_exponent
 
 METHODS = ("max", "percentile", "mse", "kl", "search")
+HISTOGRAM_METHODS = ("percentile", "kl")  # the methods that read `MethodCalibration.hist`
 DEFAULT_METHOD = "max"
 PERCENTILE_CLIPPED = 1e-4
 KL_CLIPPED = 0.01
@@ -52,20 +54,34 @@ def check_method(method: str) -> str:
 
 @dataclass
 class Histogram:
-    """Counts of |value| in bins of width 2**-(anchor + 6) from 0 to 128 * 2**-anchor."""
+    """Counts of |value| in bins of width 2**-(anchor + 6) from 0 to 128 * 2**-anchor.
+
+    Only the occupied bins are held (`keys`, sorted, and their `tallies`): a small tensor's histogram costs
+    bytes, not the 64 KB of all HIST_BINS (a 200,000-node graph held 13 GB of them, issue 37).  `counts`
+    gives the dense array where it is needed."""
 
     anchor: int
-    counts: np.ndarray = field(default_factory=lambda: np.zeros(HIST_BINS, np.int64))
+    keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int16))  # occupied bin indices, ascending
+    tallies: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # count of each occupied bin
     zeros: int = 0  # exact zeros (ReLU outputs, padding): every exponent represents them exactly
 
     @property
     def width(self) -> float:
         return 2.0 ** -(self.anchor + _FINE)
 
+    @property
+    def counts(self) -> np.ndarray:
+        """All HIST_BINS counts (a fresh dense array)."""
+        dense = np.zeros(HIST_BINS, np.int64)
+        dense[self.keys] = self.tallies
+        return dense
+
     def widen(self) -> None:
         """Double the range: merge neighbouring bins (exact, the edges are powers of two)."""
-        merged = self.counts.reshape(-1, 2).sum(axis=1)
-        self.counts = np.concatenate([merged, np.zeros(HIST_BINS // 2, np.int64)])
+        halved = self.keys // 2
+        merged, first = np.unique(halved, return_index=True)
+        self.tallies = np.add.reduceat(self.tallies, first) if first.size else self.tallies
+        self.keys = merged.astype(np.int16)
         self.anchor -= 1
 
     def add(self, value: np.ndarray) -> None:
@@ -76,8 +92,21 @@ class Histogram:
         top = float(mags.max()) if mags.size else 0.0
         while top >= 128 * 2.0 ** -self.anchor and self.anchor > EXP_RANGE[0] - _FINE:
             self.widen()
+        if not mags.size:
+            return
         idx = np.minimum((mags / self.width).astype(np.int64), HIST_BINS - 1)
-        self.counts += np.bincount(idx, minlength=HIST_BINS)
+        low = int(idx.min())
+        if self.keys.size:
+            low = min(low, int(self.keys[0]))
+        dense = np.bincount(idx - low)  # the occupied span only, then back to (keys, tallies)
+        if self.keys.size:
+            top_key = int(self.keys[-1]) - low
+            if top_key >= dense.size:
+                dense = np.concatenate([dense, np.zeros(top_key + 1 - dense.size, np.int64)])
+            dense[self.keys.astype(np.int64) - low] += self.tallies
+        occupied = np.flatnonzero(dense)
+        self.keys = (occupied + low).astype(np.int16)
+        self.tallies = dense[occupied].astype(np.int64)
 
     def edge(self, e: int) -> int:
         """The bin index where candidate exponent e starts clipping: |v| >= 127.5 * 2**-e."""
@@ -85,8 +114,8 @@ class Histogram:
 
     def clipped_fraction(self, e: int, nonzero: bool = False) -> float:
         """The fraction of the values (`nonzero`: of the nonzero ones) exponent e clips."""
-        total = int(self.counts.sum()) + (0 if nonzero else self.zeros)
-        return float(self.counts[self.edge(e):].sum()) / total if total else 0.0
+        total = int(self.tallies.sum()) + (0 if nonzero else self.zeros)
+        return float(self.tallies[self.keys >= self.edge(e)].sum()) / total if total else 0.0
 
     def kl_divergence(self, e: int) -> float:
         """KL(P || Q): P the histogram of the nonzero values cut at e's threshold (outliers in the last
@@ -94,10 +123,11 @@ class Histogram:
         zeros are left out: they cost nothing at any exponent, and a ReLU's spike at zero would
         otherwise decide the choice."""
         cut = self.edge(e)
-        p = self.counts[:cut].astype(np.float64).copy()
+        counts = self.counts
+        p = counts[:cut].astype(np.float64)
         if cut == 0 or p.size == 0:
             return float("inf")
-        p[-1] += self.counts[cut:].sum()
+        p[-1] += counts[cut:].sum()
         per_level = 2.0 ** (self.anchor + _FINE - e)  # bins per quantization step
         centres = (np.arange(cut) + 0.5) / per_level  # bin centres in units of the step
         level = np.minimum(np.rint(centres), 127).astype(np.int64)
@@ -114,14 +144,26 @@ class Histogram:
 
 @dataclass
 class MethodCalibration(Calibration):
-    """Calibration whose exponents come from one of METHODS; also keeps each tensor's histogram."""
+    """Calibration whose exponents come from one of METHODS; also keeps each tensor's histogram
+    ("percentile", "kl")."""
 
     method: str = DEFAULT_METHOD
     hist: dict[str, Histogram] = field(default_factory=dict)
     offsets: dict[str, int] = field(default_factory=dict)  # tensor -> added to its exponent (exponent_search)
 
     def observe(self, name: str, value: np.ndarray) -> None:
-        super().observe(name, value)
+        """Keep what `method` reads: every method the largest |value|; "mse" the squared error of each
+        candidate (quantize.Calibration); "percentile" and "kl" the histogram.  The rest would cost time and
+        memory on every tensor for nothing (issue 37: a 200,000-node chain)."""
+        if self.method == "mse":
+            super().observe(name, value)
+        else:
+            amax = float(np.abs(value).max())  # the method, not np.max: this runs once per tensor and sample
+            if not math.isfinite(amax):
+                ideal_exponent(amax)  # the error Calibration.observe gives for a non-finite value
+            self.amax[name] = max(self.amax.get(name, 0.0), amax)
+        if self.method not in HISTOGRAM_METHODS:
+            return
         h = self.hist.get(name)
         if h is None:
             h = self.hist[name] = Histogram(ideal_exponent(float(np.max(np.abs(value)))) - 2)

@@ -123,6 +123,8 @@ def equalize(graph: Graph, clip_as_relu: bool = False, rounds: int = EQUALIZE_RO
 def input_means(graph: Graph, samples: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     """Per-channel mean of each conv/dense node's data input over the samples (axis 1 is channels)."""
     want = {n.inputs[0] for n in graph.nodes if has_const_weights(graph, n)}
+    if not want:  # no conv/dense: nothing to measure, no run of the graph (issue 37: a huge elementwise chain)
+        return {}
     sums: dict[str, np.ndarray] = {}
 
     def observe(name: str, value: np.ndarray) -> None:

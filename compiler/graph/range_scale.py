@@ -140,14 +140,20 @@ def observe_amax(g: Graph, samples: list[dict[str, np.ndarray]]) -> dict[str, fl
     return amax
 
 
+def _int8_tensors(g: Graph):
+    """(precision plan, exponent groups, int8 tensors, the int32 accumulators among them: no int8 range to
+    fill) of `g`."""
+    plan = precision_plan(g)
+    exp_groups, int8_tensors = exponent_groups(g, [n for n in g.nodes if n.name in plan.int8])
+    return plan, exp_groups, int8_tensors, {n.outputs[0] for n in g.nodes if n.name in plan.wide}
+
+
 def plan_factors(g: Graph, amax: dict[str, float],
                  one_shift: Callable[[np.ndarray], bool] | None = None) -> tuple[dict[str, float], RangeScaling]:
     """The factor of every tensor to scale (see the docstring) and a summary; `amax`: each tensor's largest
     |value| on the calibration samples (`observe_amax`); `one_shift(w)`: whether weights w requantize with
     one shift for all output channels (power-of-two weights; `_per_channel_only`)."""
-    plan = precision_plan(g)
-    exp_groups, int8_tensors = exponent_groups(g, [n for n in g.nodes if n.name in plan.int8])
-    wide = {n.outputs[0] for n in g.nodes if n.name in plan.wide}  # int32 accumulators: no int8 range to fill
+    plan, exp_groups, int8_tensors, wide = _int8_tensors(g)
     int8_tensors = {t for t in int8_tensors if t in amax and t not in wide}
     groups = factor_groups(g)
     scalable = _scalable(g, groups)
@@ -274,7 +280,9 @@ def scale_and_correct(uncorrected: Graph, corrected: Graph, samples: list[dict[s
     scaled; with power-of-two weights it differs a little and may push a tensor past the range its factor
     aimed at (a whole bit lost): such groups' factors shrink by the overshoot, up to SETTLE_ROUNDS times.
     `one_shift`: as `plan_factors`."""
-    amax = observe_amax(corrected, samples)
+    # No int8 tensor (an all-float graph): the plan reads no amax, so the graph need not run (issue 37)
+    _, _, int8_tensors, wide = _int8_tensors(corrected)
+    amax = observe_amax(corrected, samples) if int8_tensors - wide else {}
     factors, summary = plan_factors(corrected, amax, one_shift)
     if correct is None:
         return apply_factors(uncorrected, factors), apply_factors(corrected, factors), summary
@@ -283,7 +291,7 @@ def scale_and_correct(uncorrected: Graph, corrected: Graph, samples: list[dict[s
     for settle in range(SETTLE_ROUNDS + 1):
         scaled = apply_factors(uncorrected, factors)
         g = correct(scaled)
-        if settle == SETTLE_ROUNDS:
+        if settle == SETTLE_ROUNDS or not limit:  # no factor to settle: a run would find nothing to shrink
             break
         now = observe_amax(g, samples)
         shrink: dict[str, float] = {}
