@@ -50,6 +50,9 @@ from vtakit.isa.fields import INSN_BYTES
 TARGETS = ("vta", "cpu", "cuda")
 HOSTS = ("cpu", "cuda")
 SYNTHETIC_SAMPLES = 4
+SYNTHETIC_BYTES = 1 << 28
+"""Made-up calibration samples take at most this much memory (256 MiB): a network whose declared inputs
+are larger (within the import's limits) is calibrated on fewer samples, at least one."""
 EQUALIZE = "off"  # cross-layer equalization before quantization: equalize.MODES (measured in the README)
 BIAS_CORRECTION = True  # wins on EfficientNet-Lite0: see the README's accuracy figures
 REQUANT = "auto"  # fixed-point multipliers where the config has ALU MUL (fixed_point.py; README, issue 16)
@@ -223,12 +226,23 @@ def prepare_for_int8(g: Graph, samples: list[dict[str, np.ndarray]], *, equalize
     return g
 
 
+def _standard_normal(rng: np.random.Generator, shape: tuple[int, ...], chunk: int = 1 << 20) -> np.ndarray:
+    """`rng.standard_normal(shape).astype(np.float32)`, the same values, drawn a chunk at a time so that no
+    float64 copy of a large input is ever held."""
+    out = np.empty(shape, np.float32)
+    flat = out.reshape(-1)
+    for start in range(0, flat.size, chunk):
+        flat[start:start + chunk] = rng.standard_normal(min(chunk, flat.size - start))
+    return out
+
+
 def calibration_samples(graph: Graph, calibrate_with, seed: int = 0) -> tuple[list[dict[str, np.ndarray]], bool]:
     """Samples as a list of feeds; without any, seeded standard-normal inputs (flagged synthetic)."""
     if calibrate_with is None:
         rng = np.random.default_rng(seed)
-        samples = [{n: rng.standard_normal(graph.tensors[n].shape).astype(np.float32) for n in graph.inputs}
-                   for _ in range(SYNTHETIC_SAMPLES)]
+        per_sample = sum(4 * int(np.prod(graph.tensors[n].shape, dtype=np.int64)) for n in graph.inputs)
+        count = max(1, min(SYNTHETIC_SAMPLES, SYNTHETIC_BYTES // max(per_sample, 1)))
+        samples = [{n: _standard_normal(rng, graph.tensors[n].shape) for n in graph.inputs} for _ in range(count)]
         return samples, True
     samples = []
     for i, s in enumerate(calibrate_with):

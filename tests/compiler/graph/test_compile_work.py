@@ -128,3 +128,19 @@ def test_collector_thresholds_raised_during_a_compile_and_restored_after():
     assert seen[0][0] >= gc_budget.YOUNG_THRESHOLD and seen[1] == seen[0]
     assert gc.get_threshold() == before
     assert compile_module.__wrapped__ is not None  # compile_module runs inside it
+
+
+def test_made_up_samples_are_the_seeded_normals_and_bounded_in_memory(monkeypatch):
+    """The same values as drawing whole float64 arrays; a large declared input gets fewer samples."""
+    from vtakit.compiler.graph.ir import Graph, TensorInfo
+
+    g = Graph([], {"x": TensorInfo((2, 3, 5), "float32")}, ["x"], [])
+    samples, synthetic = build.calibration_samples(g, None, seed=3)
+    rng = np.random.default_rng(3)
+    expected = [rng.standard_normal((2, 3, 5)).astype(np.float32) for _ in range(build.SYNTHETIC_SAMPLES)]
+    assert synthetic and len(samples) == build.SYNTHETIC_SAMPLES
+    assert all(np.array_equal(s["x"], e) for s, e in zip(samples, expected))
+    monkeypatch.setattr(build, "SYNTHETIC_BYTES", 2 * 4 * 30)  # room for two samples of 30 floats
+    assert len(build.calibration_samples(g, None, seed=3)[0]) == 2
+    monkeypatch.setattr(build, "SYNTHETIC_BYTES", 1)
+    assert len(build.calibration_samples(g, None, seed=3)[0]) == 1
