@@ -50,3 +50,22 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
         assert main(argv) == 1, argv
         err = capsys.readouterr().err.strip()
         assert err.startswith("error: ") and "\n" not in err, (argv, err)
+
+
+def test_input_files_are_checked_before_they_are_read(tmp_path, capsys, monkeypatch):
+    """A FIFO is refused (np.load would wait on it forever); an .npz's declared sizes are capped."""
+    import os
+
+    from vtakit.cli import network
+
+    model = tmp_path / "small.onnx"
+    onnx.save(zoo.build("small_cnn"), model)
+    fifo = tmp_path / "fifo.npy"
+    os.mkfifo(fifo)
+    assert main(["compile", str(model), "--calibrate", str(fifo), "-o", str(tmp_path / "m.vtamod")]) == 1
+    assert capsys.readouterr().err.strip() == f"error: calibration file {fifo} is not a regular file"
+    np.savez(tmp_path / "cal.npz", x=np.zeros((3, 1, 3, 32, 32), np.float32))
+    monkeypatch.setattr(network, "MAX_ARRAY_FILE_BYTES", 1024)
+    assert main(["compile", str(model), "--calibrate", str(tmp_path / "cal.npz"), "-o", str(tmp_path / "m.vtamod")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "expands to" in err[0] and "more than the 0 MiB" in err[0]
