@@ -248,6 +248,21 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _kill_9(proc: subprocess.Popen) -> None:
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _expect_gone_within_10_s(workers: list[int], command: str) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(p) for p in workers):
+        time.sleep(0.1)
+    left = [p for p in workers if _alive(p)]
+    for p in left:                                                     # do not leave them to the next test
+        os.kill(p, signal.SIGKILL)
+    assert not left, f"{len(left)} of {len(workers)} processes outlived the killed {command} by 10 s"
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_kill_9_of_tune_leaves_no_worker_behind(tmp_path):
     log = tmp_path / "t.jsonl"
@@ -261,15 +276,8 @@ def test_kill_9_of_tune_leaves_no_worker_behind(tmp_path):
         workers = _descendants(proc.pid)
         assert len(workers) >= 2, "the pool never started"
     finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_alive(p) for p in workers):
-        time.sleep(0.1)
-    left = [p for p in workers if _alive(p)]
-    for p in left:                                                     # do not leave them to the next test
-        os.kill(p, signal.SIGKILL)
-    assert not left, f"{len(left)} of {len(workers)} processes outlived the killed tune by 10 s"
+        _kill_9(proc)
+    _expect_gone_within_10_s(workers, "tune")
 
 
 EXPLORE_SPACE = """
@@ -284,6 +292,7 @@ network = "digits_cnn"
 """
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_kill_9_of_explore_leaves_no_worker_behind_and_a_rerun_completes(tmp_path):
     """The pool of `vtakit explore` dies with it; a rerun finishes every job from what was logged."""
     space, out = tmp_path / "space.toml", tmp_path / "out"
@@ -299,15 +308,8 @@ def test_kill_9_of_explore_leaves_no_worker_behind_and_a_rerun_completes(tmp_pat
             workers = _descendants(proc.pid)
         assert len(workers) >= 2, "the pool never started"
     finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_alive(p) for p in workers):
-        time.sleep(0.1)
-    left = [p for p in workers if _alive(p)]
-    for p in left:
-        os.kill(p, signal.SIGKILL)
-    assert not left, f"{len(left)} of {len(workers)} processes outlived the killed explore by 10 s"
+        _kill_9(proc)
+    _expect_gone_within_10_s(workers, "explore")
     rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr
     jobs = [json.loads(line) for line in (out / "jobs.jsonl").read_text().splitlines() if line.strip()]
