@@ -67,8 +67,12 @@ def write_module(path: Path, manifest: dict[str, Any], arrays: dict[str, np.ndar
     manifest["sha256"] = manifest_digest(manifest)
     members = {k.replace("/", "|"): v for k, v in arrays.items()}
     members[MANIFEST] = np.frombuffer(json.dumps(manifest).encode(), np.uint8)
-    with open(path, "wb") as f:
-        np.savez(f, **members)
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as f:
+            np.savez(f, **members)
+    except OSError as e:
+        raise CompileError(f"cannot write module file {path}: {e.strerror or e}") from None
 
 
 def read_module(path, max_bytes: int | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

@@ -371,3 +371,13 @@ def test_cli_run_strict_output_folders_and_warnings(saved, tmp_path, capsys):
     assert capsys.readouterr().err.startswith("error: cannot write the outputs")
     assert main(["run", str(path), "--input", str(tmp_path / "x.npy"), "--max-module-mb", "0.001"]) == 1
     assert "expands to more than" in capsys.readouterr().err
+
+
+def test_save_makes_missing_folders_and_reports_unwritable_paths(saved, tmp_path):
+    module = CompiledModule.load(saved[0])
+    path = module.save(tmp_path / "new" / "folder" / "d.vtamod")
+    assert path.is_file() and CompiledModule.load(path).run(saved[1], device="fsim")["logits"].shape
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(CompileError, match="cannot write module file"):
+        module.save(blocker / "d.vtamod")
