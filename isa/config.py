@@ -127,7 +127,11 @@ class HwConfig:
         if isinstance(spec, str) and spec in PRESETS:
             return PRESETS[spec]
         path = Path(spec)
-        if path.suffix == ".json" or path.exists():
+        try:
+            is_file = path.suffix == ".json" or path.exists()
+        except OSError:  # a name the file system cannot even look up (too long, ...): not a file
+            is_file = False
+        if is_file:
             return HwConfig.from_json(path)
         return HwConfig.preset(str(spec))
 

@@ -79,6 +79,10 @@ def read_module(path, max_bytes: int | None = None) -> tuple[dict[str, Any], dic
     """The manifest and the arrays (names with "/") of a module file, every hash checked."""
     cap = default_max_bytes() if max_bytes is None else max_bytes
     try:
+        if not Path(path).is_file():  # a FIFO would block open(), /dev/zero would be read forever
+            if Path(path).exists():
+                raise CompileError(f"{path} is not a regular file, not a module file")
+            raise FileNotFoundError(path)
         with open(path, "rb") as f, zipfile.ZipFile(f) as zf:
             arrays = _read_members(path, zf, cap)
         raw = arrays.pop(MANIFEST, None)

@@ -33,9 +33,11 @@ LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 STORAGE_DTYPES = {"FloatStorage": np.float32, "DoubleStorage": np.float64, "HalfStorage": np.float16,
                   "LongStorage": np.int64, "IntStorage": np.int32, "ShortStorage": np.int16,
                   "CharStorage": np.int8, "ByteStorage": np.uint8, "BoolStorage": np.bool_}
-MAX_STORAGE_BYTES = 1 << 32
-"""No storage in a weights file may claim more than this (4 GiB): a zip member's declared size is
-checked before it is decompressed, a legacy storage's count before it is read."""
+MAX_BYTES = 2 << 30
+"""What a weights file may make the reader hold (2 GiB; `load_state_dict(max_bytes=)` raises it): its
+storages (a zip member's declared size checked before it is decompressed, a legacy storage's count
+before it is read) plus the tensors viewed from them (a zero stride makes a small storage a large
+tensor), each counted before it is allocated."""
 MAX_TENSOR_DIMS = 32
 _ALLOWED_DTYPES = frozenset(np.dtype(t) for t in STORAGE_DTYPES.values())
 
@@ -48,6 +50,21 @@ class _StorageType:
 
     def __setstate__(self, state):
         raise ZooError("the weights pickle sets the state of a storage type")
+
+
+class _Budget:
+    """Bytes the reader may still allocate; `take` refuses, in one line, what would go past it."""
+
+    def __init__(self, limit: int, source: Path):
+        self.left, self.limit, self.source = limit, limit, source
+
+    def take(self, nbytes: int, what: str, *, named: bool = True) -> None:
+        """`named`: the message starts with the file's name (a tensor's errors get it from `_arrays`)."""
+        if nbytes > self.left:
+            where = f"{self.source}: " if named else ""
+            raise ZooError(f"{where}{what} needs {nbytes:,} bytes, past the reader's limit of "
+                           f"{self.limit:,} (load_state_dict(max_bytes=) raises it for a trusted file)")
+        self.left -= nbytes
 
 
 class _Storage:
@@ -88,7 +105,7 @@ class _Tensor:
     def __setstate__(self, state):  # pickle's BUILD would otherwise overwrite the checked fields
         raise ZooError(f"the weights pickle sets the state of a tensor of storage {self.storage.key}")
 
-    def array(self) -> np.ndarray:
+    def array(self, budget: _Budget) -> np.ndarray:
         flat = self.storage.data
         if flat is None:
             raise ZooError(f"storage {self.storage.key} is named by a tensor but has no data in the file")
@@ -99,6 +116,8 @@ class _Tensor:
             raise ZooError(f"storage {self.storage.key}: a tensor of size {self.size}, stride {self.stride} at "
                            f"offset {self.offset} reaches element {last}, past the storage's {flat.size}")
         item = flat.dtype.itemsize
+        budget.take(int(np.prod(self.size, dtype=object)) * item, f"a tensor of size {self.size}",
+                    named=False)
         view = np.lib.stride_tricks.as_strided(flat[self.offset:], self.size, tuple(s * item for s in self.stride),
                                                writeable=False)
         return view.copy()
@@ -149,28 +168,30 @@ def _unpickle(f, storages: dict[str, _Storage], source: Path, what: str):
         raise ZooError(f"{source}: the {what} pickle is malformed ({type(e).__name__})") from None
 
 
-def _arrays(obj, source: Path) -> dict[str, np.ndarray]:
+def _arrays(obj, source: Path, budget: _Budget) -> dict[str, np.ndarray]:
     if not isinstance(obj, dict):
         raise ZooError(f"{source} holds a {type(obj).__name__}, not a state dict")
     if "state_dict" in obj and isinstance(obj["state_dict"], dict):
         obj = obj["state_dict"]
     try:
-        return {str(k): v.array() for k, v in obj.items() if isinstance(v, _Tensor)}
+        return {str(k): v.array(budget) for k, v in obj.items() if isinstance(v, _Tensor)}
     except ZooError as e:
         raise ZooError(f"{source}: {e}") from None
 
 
-def load_state_dict(path) -> dict[str, np.ndarray]:
-    """Parameter name -> numpy array, from a legacy or zip `.pth` file."""
+def load_state_dict(path, max_bytes: int = MAX_BYTES) -> dict[str, np.ndarray]:
+    """Parameter name -> numpy array, from a legacy or zip `.pth` file, reading at most `max_bytes`."""
     p = Path(path)
     if not p.is_file():
         raise ZooError(f"weights file {p} does not exist or is not a regular file")
-    if zipfile.is_zipfile(p):
-        return _load_zip(p)
-    return _load_legacy(p)
+    budget = _Budget(max_bytes, p)
+    try:
+        return _load_zip(p, budget) if zipfile.is_zipfile(p) else _load_legacy(p, budget)
+    except MemoryError:
+        raise ZooError(f"{p}: out of memory reading the weights") from None
 
 
-def _load_legacy(p: Path) -> dict[str, np.ndarray]:
+def _load_legacy(p: Path, budget: _Budget) -> dict[str, np.ndarray]:
     storages: dict[str, _Storage] = {}
     file_size = p.stat().st_size
     with p.open("rb") as f:
@@ -193,13 +214,14 @@ def _load_legacy(p: Path) -> dict[str, np.ndarray]:
                 raise ZooError(f"{p}: truncated before storage {s.key}")
             (count,) = struct.unpack("<q", header)
             nbytes = count * s.dtype.itemsize
-            if count < 0 or nbytes > min(MAX_STORAGE_BYTES, file_size - f.tell()):
+            if count < 0 or nbytes > file_size - f.tell():
                 raise ZooError(f"{p}: storage {s.key} claims {count} elements, more than the file holds")
+            budget.take(nbytes, f"storage {s.key}")
             s.data = np.frombuffer(f.read(nbytes), s.dtype)
-    return _arrays(obj, p)
+    return _arrays(obj, p, budget)
 
 
-def _load_zip(p: Path) -> dict[str, np.ndarray]:
+def _load_zip(p: Path, budget: _Budget) -> dict[str, np.ndarray]:
     storages: dict[str, _Storage] = {}
     try:
         with zipfile.ZipFile(p) as z:
@@ -207,23 +229,22 @@ def _load_zip(p: Path) -> dict[str, np.ndarray]:
             if pkl is None:
                 raise ZooError(f"{p} has no data.pkl")
             root = pkl[: -len("data.pkl")]
-            obj = _unpickle(io.BytesIO(_member(z, pkl, p)), storages, p, "state dict")
+            obj = _unpickle(io.BytesIO(_member(z, pkl, p, budget)), storages, p, "state dict")
             for key, s in storages.items():
-                raw = _member(z, f"{root}data/{key}", p)
+                raw = _member(z, f"{root}data/{key}", p, budget)
                 if len(raw) % s.dtype.itemsize:
                     raise ZooError(f"{p}: storage {key} is {len(raw)} bytes, not whole {s.dtype} elements")
                 s.data = np.frombuffer(raw, s.dtype)
     except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as e:
         raise ZooError(f"{p}: damaged zip archive ({type(e).__name__}: {str(e)[:100]})") from None
-    return _arrays(obj, p)
+    return _arrays(obj, p, budget)
 
 
-def _member(z: zipfile.ZipFile, name: str, p: Path) -> bytes:
+def _member(z: zipfile.ZipFile, name: str, p: Path, budget: _Budget) -> bytes:
     """A zip member's bytes, its declared size checked before anything is decompressed."""
     try:
         info = z.getinfo(name)
     except KeyError:
         raise ZooError(f"{p}: the archive has no member {name[:80]}") from None
-    if info.file_size > MAX_STORAGE_BYTES:
-        raise ZooError(f"{p}: member {name[:80]} declares {info.file_size} bytes (limit {MAX_STORAGE_BYTES})")
+    budget.take(info.file_size, f"member {name[:80]}")
     return z.read(name)

@@ -19,7 +19,6 @@ import zipfile
 import numpy as np
 import pytest
 
-from vtakit.compiler.zoo import torch_weights
 from vtakit.compiler.zoo.torch_weights import LEGACY_MAGIC, load_state_dict
 from vtakit.errors import ZooError
 
@@ -188,12 +187,11 @@ def test_truncated_and_garbage_files(fake_torch, tmp_path):
         load_state_dict(tmp_path)
 
 
-def test_zip_member_size_is_checked_before_reading(fake_torch, tmp_path, monkeypatch):
+def test_zip_member_size_is_checked_before_reading(fake_torch, tmp_path):
     state, storages = _model()
     write_zip(tmp_path / "w.pth", state, storages)
-    monkeypatch.setattr(torch_weights, "MAX_STORAGE_BYTES", 40)
-    with pytest.raises(ZooError, match="member archive/data.pkl declares"):
-        load_state_dict(tmp_path / "w.pth")
+    with pytest.raises(ZooError, match="member archive/data.pkl needs .* past the reader's limit of 40"):
+        load_state_dict(tmp_path / "w.pth", max_bytes=40)
 
 
 def test_missing_storage_member(fake_torch, tmp_path):
@@ -201,3 +199,20 @@ def test_missing_storage_member(fake_torch, tmp_path):
     write_zip(tmp_path / "w.pth", state, storages[:1])
     with pytest.raises(ZooError, match="no member archive/data/1"):
         load_state_dict(tmp_path / "w.pth")
+
+
+@pytest.mark.parametrize("writer", [write_legacy, write_zip])
+def test_a_zero_stride_cannot_blow_a_small_storage_up(fake_torch, tmp_path, writer):
+    """A valid view (stride 0 repeats one element) whose copy would be 4 TiB: refused before allocating."""
+    w = _Storage("0", np.arange(4, dtype=np.float32))
+    writer(tmp_path / "w.pth", {"w": _Tensor(w, 0, (1 << 40,), (0,))}, [w])
+    with pytest.raises(ZooError, match=r"a tensor of size \(1099511627776,\) needs"):
+        load_state_dict(tmp_path / "w.pth")
+
+
+def test_storages_and_tensors_count_against_one_budget(fake_torch, tmp_path):
+    state, storages = _model()
+    write_legacy(tmp_path / "w.pth", state, storages)
+    assert load_state_dict(tmp_path / "w.pth", max_bytes=48 + 8 + 48 * 2 + 16 + 8)["tail"].size == 4
+    with pytest.raises(ZooError, match="past the reader's limit"):
+        load_state_dict(tmp_path / "w.pth", max_bytes=48 + 8 + 48 * 2 + 16 + 7)
