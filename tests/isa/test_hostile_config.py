@@ -92,3 +92,8 @@ def test_a_folder_is_not_a_config_file(tmp_path):
     folder.mkdir()
     with pytest.raises(ConfigError, match="cannot read config file"):
         HwConfig.from_json(folder)
+
+
+def test_a_name_too_long_for_the_file_system_is_an_unknown_preset():
+    with pytest.raises(ConfigError, match="unknown preset"):
+        HwConfig.load("p" * 120_000)

@@ -381,3 +381,14 @@ def test_save_makes_missing_folders_and_reports_unwritable_paths(saved, tmp_path
     blocker.write_text("")
     with pytest.raises(CompileError, match="cannot write module file"):
         module.save(blocker / "d.vtamod")
+
+
+def test_a_module_path_that_is_not_a_regular_file_is_refused_without_reading(tmp_path):
+    """open() of a FIFO blocks until a writer comes; /dev/zero never ends."""
+    import os
+
+    fifo = tmp_path / "m.vtamod"
+    os.mkfifo(fifo)
+    for path in (fifo, "/dev/zero", tmp_path):
+        with pytest.raises(CompileError, match="not a regular file"):
+            CompiledModule.load(path)
