@@ -30,8 +30,8 @@ class Limits:
     the compiler hold: the .onnx file and its external data, then every constant (initializers, folded
     constants) and every activation (inputs, node outputs) of one inference, counted as for tensor_bytes."""
 
-    tensor_bytes: int = 1 << 30
-    model_bytes: int = 4 << 30
+    tensor_bytes: int = 512 << 20  # the largest real tensor we know: VGG-16's fc6 weight, 392 MiB
+    model_bytes: int = 1 << 30     # twice a PYNQ-Z1's DRAM; folding holds copies, so this keeps a compile in 4 GiB
 
     def __post_init__(self) -> None:
         for name in ("tensor_bytes", "model_bytes"):
@@ -113,11 +113,15 @@ class Budget:
         self.used = used
 
     def take(self, nbytes: int, what: str, *, node: str | None = None, op: str | None = None) -> None:
+        self.check(nbytes, what, node=node, op=op)
         self.used += int(nbytes)
-        if self.used > LIMITS.model_bytes:
-            raise CompileError(f"{what} ({human(int(nbytes))}) brings the model's tensors to {human(self.used)}, "
-                               f"over the {human(LIMITS.model_bytes)} limit per model (raise it with --max-model-mb)",
-                               node=node, op=op)
+
+    def check(self, nbytes: int, what: str, *, node: str | None = None, op: str | None = None) -> None:
+        """Refuse `nbytes` more, before they are allocated, if they would pass the model's limit."""
+        if self.used + int(nbytes) > LIMITS.model_bytes:
+            raise CompileError(f"{what} ({human(int(nbytes))}) brings the model's tensors to "
+                               f"{human(self.used + int(nbytes))}, over the {human(LIMITS.model_bytes)} limit per "
+                               f"model (raise it with --max-model-mb)", node=node, op=op)
 
 
 SIZE_KEEPING = frozenset({
@@ -131,7 +135,7 @@ BROADCASTING = frozenset({
 """Ops whose output shape is their inputs' broadcast shape ((n, 1) + (1, n) holds n * n)."""
 
 
-def check_fold(n, name: str, attrs: list, graph, opset: int) -> None:
+def check_fold(n, name: str, attrs: list, graph, opset: int, budget: Budget | None = None) -> None:
     """Refuse to fold (evaluate at import) a node whose output would pass the limits: Expand, Tile,
     ConstantOfShape, Range, Pad, a broadcast... turn a few bytes into gigabytes.  The output shape
     comes from the inputs' shapes, or onnx's shape inference on the constant inputs, before any
@@ -141,9 +145,15 @@ def check_fold(n, name: str, attrs: list, graph, opset: int) -> None:
 
     op = n.op_type
     ins = [graph.consts[i] for i in n.input if i]
+
+    def check(what: str, shape, dtype) -> None:
+        check_tensor(what, shape, dtype, node=name, op=op)
+        if budget is not None:
+            budget.check(tensor_cost(shape, dtype)[1], what, node=name, op=op)
+
     if op in SIZE_KEEPING:  # a Concat of one tensor a thousand times still adds up
         total = sum(a.size for a in ins)
-        check_tensor(f"output {n.output[0]!r}", (total,), ins[0].dtype.name if ins else "float32", node=name, op=op)
+        check(f"output {n.output[0]!r}", (total,), ins[0].dtype.name if ins else "float32")
         return
     if op in BROADCASTING:
         try:
@@ -151,7 +161,7 @@ def check_fold(n, name: str, attrs: list, graph, opset: int) -> None:
         except ValueError:
             return  # evaluation names the mismatch
         widest = max((a.dtype for a in ins), key=lambda d: d.itemsize, default=np.dtype("float32"))
-        check_tensor(f"output {n.output[0]!r}", shape, widest.name, node=name, op=op)
+        check(f"output {n.output[0]!r}", shape, widest.name)
         return
     outs = list(n.output)
     for idx, out in enumerate(outs):
@@ -159,4 +169,4 @@ def check_fold(n, name: str, attrs: list, graph, opset: int) -> None:
             node = Node(op + GENERIC, name, list(n.input), [out], dict(onnx=attrs, opset=opset, out=idx, n_out=len(outs)))
             info = static_shape_inference(node, graph)
             if info is not None:
-                check_tensor(f"output {out!r}", info.shape, info.dtype, node=name, op=op)
+                check(f"output {out!r}", info.shape, info.dtype)

@@ -328,7 +328,7 @@ class _Importer:
         if op == "DequantizeLinear" and fold_dequantize(self, n, name):  # keeps the scales (qdq.py)
             return True
         attrs = attrs_to_ir(n)
-        check_fold(n, name, attrs, g, self.opset)
+        check_fold(n, name, attrs, g, self.opset, self.budget)
         try:
             values = evaluate(op, attrs, self.opset, [g.consts[i] if i else None for i in ins],
                               len(n.output))

@@ -216,9 +216,9 @@ def _int8_options(p) -> None:
 def _limit_options(p) -> None:
     """What an ONNX model may make the compiler allocate (compiler.graph.limits)."""
     p.add_argument("--max-tensor-mb", type=float, help="the largest tensor a model may declare, hold or fold to, "
-                                                       "in MiB (default 1024)")
+                                                       "in MiB (default 512)")
     p.add_argument("--max-model-mb", type=float, help="the most a model's file and external data, or its constants "
-                                                      "and activations together, may hold, in MiB (default 4096)")
+                                                      "and activations together, may hold, in MiB (default 1024)")
 
 
 def _limits(args):

@@ -198,7 +198,7 @@ def test_the_tensor_limit_can_be_raised_and_lowered():
     with use_limits(tensor_mb=0.5):
         with pytest.raises(CompileError, match="512.0 KiB limit per tensor"):
             import_onnx(model)
-    assert limits.LIMITS.tensor_bytes == 1 << 30  # restored after the block
+    assert limits.LIMITS.tensor_bytes == limits.Limits().tensor_bytes  # restored after the block
     with use_limits(tensor_mb=20000), pytest.raises(CompileError, match="limit per tensor"):
         import_onnx(expand_model([1 << 40]))
 
@@ -387,3 +387,21 @@ def test_broken_declarations_are_named(tmp_path):
                          (dict(location="d.bin", offset=1 << 40), "offset 1,099,511,627,776 lies beyond the end")):
         with pytest.raises(CompileError, match=why):
             import_onnx(write(set_external(matmul_model(), **entries), folder / "model.onnx"))
+
+
+def test_folds_are_counted_against_the_model_before_they_are_evaluated(monkeypatch):
+    """Each Expand is within the tensor limit; the second would pass the model's: it is never evaluated."""
+    from vtakit.compiler.graph import onnx_frontend
+
+    model = expand_model([256, 256])
+    grow2 = h.make_node("Expand", ["one", "s"], ["big2"], name="grow2")
+    model.graph.node.insert(1, grow2)
+    model.graph.node.append(h.make_node("ReduceSum", ["big2"], ["y2"], name="sum2", keepdims=0))
+    model.graph.output.append(h.make_tensor_value_info("y2", T.FLOAT, []))
+    evaluated = []
+    real = onnx_frontend.evaluate
+    monkeypatch.setattr(onnx_frontend, "evaluate", lambda op, *a: evaluated.append(op) or real(op, *a))
+    with use_limits(tensor_mb=0.3, model_mb=0.4), \
+            pytest.raises(CompileError, match=r"node 'grow2' \(Expand\): output 'big2' .*limit per model"):
+        import_onnx(model)
+    assert evaluated == ["Expand"]
