@@ -28,7 +28,7 @@ from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.ops import IMPORTS, ONNX_PRECISION, OPS, Precision, onnx_def
 from vtakit.compiler.graph.ops.reference import (NONDETERMINISTIC, attrs_to_ir, convert_generic, evaluate,
                                                  implemented)
-from vtakit.compiler.graph.limits import Budget, check_fold, check_tensor, tensor_cost
+from vtakit.compiler.graph.limits import Budget, check_fold, check_live_activations, check_tensor, tensor_cost
 from vtakit.compiler.graph.onnx_files import check_and_load, read_model_file
 from vtakit.compiler.graph.onnx_types import check_declared_type, check_node_types, output_types
 from vtakit.compiler.graph.shapes import infer
@@ -263,7 +263,6 @@ class _Importer:
                 raise CompileError(f"reads {i!r}, which no earlier node produces", node=name, op=op)
         for out, info in zip(outputs, infer(node, self.graph)):
             check_tensor(f"output {out!r}", info.shape, info.dtype, node=name, op=op)
-            self.budget.take(tensor_cost(info.shape, info.dtype)[1], f"output {out!r}", node=name, op=op)
             self.graph.tensors[out] = info
         self.graph.nodes.append(node)
 
@@ -296,6 +295,7 @@ class _Importer:
         for o in self.graph.outputs:
             if o not in self.graph.tensors:
                 raise CompileError(f"graph output {o!r} is never produced")
+        check_live_activations(self.graph, self.budget)
         for vi in self.model.graph.output:  # where ONNX's own type is known (not only the IR's compute type)
             if vi.name in self.types or vi.name in self.graph.consts or vi.name in self.graph.inputs:
                 check_declared_type(vi, self.onnx_type(vi.name))

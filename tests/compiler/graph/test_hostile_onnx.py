@@ -329,15 +329,23 @@ def test_types_follow_onnx_not_the_irs_compute_type():
     import_onnx(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))
 
 
-def test_the_model_limit_counts_activations():
-    """Many tensors each under the per-tensor limit still add up: a chain of 1 MiB activations."""
-    nodes = [h.make_node("Relu", [f"t{i}"], [f"t{i + 1}"], name=f"relu{i}") for i in range(12)]
-    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("t0", T.FLOAT, [512, 512])],
-                     [h.make_tensor_value_info("t12", T.FLOAT, [512, 512])])
-    model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
-    import_onnx(model)
-    with use_limits(model_mb=8), pytest.raises(CompileError, match=r"node 'relu7' \(Relu\): output 't8'.*9.0 MiB, over the 8.0 MiB"):
-        import_onnx(model)
+def test_the_model_limit_counts_the_activations_alive_at_once():
+    """Many tensors each under the per-tensor limit still add up when they are alive together (twelve
+    1 MiB branches read by one Sum); a chain that frees each as it goes passes the same limit."""
+    branches = [h.make_node("Relu", ["x"], [f"b{i}"], name=f"relu{i}") for i in range(12)]
+    fan = h.make_graph(branches + [h.make_node("Sum", [f"b{i}" for i in range(12)], ["y"], name="sum")], "g",
+                       [h.make_tensor_value_info("x", T.FLOAT, [512, 512])],
+                       [h.make_tensor_value_info("y", T.FLOAT, [512, 512])])
+    chain = h.make_graph([h.make_node("Relu", [f"t{i}"], [f"t{i + 1}"], name=f"relu{i}") for i in range(12)], "g",
+                         [h.make_tensor_value_info("t0", T.FLOAT, [512, 512])],
+                         [h.make_tensor_value_info("t12", T.FLOAT, [512, 512])])
+    fan_model, chain_model = (h.make_model(g, opset_imports=[h.make_opsetid("", 17)]) for g in (fan, chain))
+    import_onnx(fan_model)
+    with use_limits(model_mb=8):
+        import_onnx(chain_model)
+        with pytest.raises(CompileError, match=r"node 'relu7' \(Relu\): the activations alive after this node "
+                                               r"\(8.0 MiB\) brings the model's tensors to 9.0 MiB, over the 8.0 MiB"):
+            import_onnx(fan_model)
 
 
 def test_a_folded_broadcast_is_checked_before_evaluating():
