@@ -30,6 +30,8 @@ def _reject_constant(name: str) -> Any:
 def read_json(path: Path) -> Any:
     """The JSON value of a config file; every way it can fail is one ConfigError naming the file."""
     try:
+        if Path(path).exists() and not Path(path).is_file():  # a FIFO would block, a device never end
+            raise ConfigError(f"config file {str(path)!r} is not a regular file")
         with open(path, "rb") as f:
             raw = f.read(MAX_CONFIG_FILE_BYTES + 1)
     except FileNotFoundError:

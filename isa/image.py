@@ -17,6 +17,7 @@ board.  The `.npz` format (documented in the README) holds
 from __future__ import annotations
 
 import json
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -24,12 +25,17 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from vtakit.errors import IsaError
+from vtakit.files import check_archive, regular_file
 from vtakit.isa.config import HwConfig
 from vtakit.isa.encoding import decode_program, encode_program, encode_uops
 from vtakit.isa.insn import Finish, Insn, Load, Uop
 from vtakit.isa.fields import INSN_BYTES
 from vtakit.isa.opcodes import MemId
 from vtakit.isa.arith import round_up
+
+MAX_IMAGE_BYTES = 1 << 30
+"""A program image (`.npz`) may expand to at most this (1 GiB): a 3 MB archive of zeros can declare
+gigabytes of DRAM."""
 
 FORMAT = "vtakit-program/1"
 
@@ -82,6 +88,11 @@ class ProgramImage:
 
     @staticmethod
     def load(path: "str | Path") -> "ProgramImage":
+        """An image saved by `save`; a FIFO, a device or an archive declaring more than MAX_IMAGE_BYTES
+        is refused before anything is read or decompressed."""
+        regular_file(path, "program file", IsaError)
+        if zipfile.is_zipfile(path):
+            check_archive(path, "program image", MAX_IMAGE_BYTES, IsaError)
         try:
             with np.load(path, allow_pickle=False) as z:
                 data = {k: z[k] for k in z.files}

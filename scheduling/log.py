@@ -34,10 +34,13 @@ from typing import Iterator
 
 from vtakit.compiler.vta.dispatch import use_schedules
 from vtakit.errors import VtaError
+from vtakit.files import read_limited
 from vtakit.isa.config import HwConfig
 from vtakit.scheduling.log_records import REQUIRED_KEYS, record_problem, usable_problem
 
 RECORD_KEYS = REQUIRED_KEYS
+MAX_LOG_BYTES = 1 << 30
+"""A tuning log may hold at most this (1 GiB, some 3 M records): a log is read whole."""
 
 
 class TuningLogWarning(UserWarning):
@@ -72,12 +75,7 @@ def _warn_skipped(what: str, skipped: list[tuple[str, str]]) -> None:
 
 def _scan(path: Path, strict: bool) -> tuple[list[dict], list[int]]:
     """The valid records of a log and their line numbers; the invalid ones raise (strict) or warn."""
-    if not path.exists():
-        raise VtaError(f"tuning log {path} does not exist")
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise VtaError(f"cannot read tuning log {path}: {e.strerror}") from None
+    data = read_limited(path, "tuning log", MAX_LOG_BYTES)
     lines = data.split(b"\n")
     records, numbers, skipped = [], [], []
     for i, raw in enumerate(lines, 1):
@@ -118,7 +116,7 @@ class TuningLog:
     def _repair_tail(self) -> int:
         """End the file with a newline (a complete last record gets its newline, a torn one goes);
         returns the number of lines."""
-        data = self.path.read_bytes()
+        data = read_limited(self.path, "tuning log", MAX_LOG_BYTES)
         if not data or data.endswith(b"\n"):
             return data.count(b"\n")
         start = data.rfind(b"\n") + 1

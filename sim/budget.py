@@ -21,10 +21,10 @@ from vtakit.isa.opcodes import Opcode
 from vtakit.sim.decoded import DecodedProgram
 from vtakit.sim.timing import static_costs
 
-MAX_WORK = 1 << 26
-"""Default work per run without a time limit (~67 M micro-ops and elements: under a minute on
-the simulators, a few on the RTL).  `vtakit demo` (ResNet-18 on pynq) makes 21 runs, the
-largest 0.86 M, 8.8 M in all."""
+MAX_WORK = 1 << 24
+"""Default work per run without a time limit (~17 M micro-ops and elements: about a minute at the
+cycle model's slowest, ALU micro-ops with long inner loops at 0.25 M/s; 57 M of those ran past
+300 s).  `vtakit demo` (ResNet-18 on pynq) makes 21 runs, the largest 0.86 M, 8.8 M in all."""
 
 CYCLE_FACTOR = 4
 CYCLE_SLACK = 1_000_000

@@ -89,7 +89,7 @@ def test_bench(capsys):
 @pytest.mark.parametrize("argv, message", [
     (["sim", "missing.npz"], "does not exist"),
     (["config", "nope"], "unknown preset"),
-    (["disasm", "missing.bin"], "cannot read"),
+    (["disasm", "missing.bin"], "does not exist"),
     (["bench", "sim", "--programs", "nope"], "unknown benchmark program"),
     (["bench", "conv2d", "--layers", "C99"], "no layer 'C99'"),
     (["bench", "conv2d", "--workload", "vgg"], "unknown workload"),

@@ -90,7 +90,7 @@ def test_broken_files_are_one_config_error(tmp_path, content, message):
 def test_a_folder_is_not_a_config_file(tmp_path):
     folder = tmp_path / "c.json"
     folder.mkdir()
-    with pytest.raises(ConfigError, match="cannot read config file"):
+    with pytest.raises(ConfigError, match="is not a regular file"):
         HwConfig.from_json(folder)
 
 

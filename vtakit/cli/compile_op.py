@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from vtakit.cli._common import CONFIG_HELP, console, load_config, parse_ints
+from vtakit.files import make_parent
 
 
 def cmd_compile_op(args) -> int:
@@ -30,7 +31,7 @@ def cmd_compile_op(args) -> int:
     if args.bias:
         inputs["bias"] = pack_bias(rng.integers(-4096, 4096, o, dtype=np.int32), cfg.batch, cfg.block_out)
     image = program_image(op, inputs)
-    image.save(args.output)
+    image.save(make_parent(args.output, "program image"))
     console.print(f"{args.op}: {len(op.insns)} instructions, {len(op.uop_table)} micro-op words, "
                   f"schedule {used.to_dict() if hasattr(used, 'to_dict') else used}")
     console.print(f"program image -> {args.output} (run it: vtakit sim {args.output})")
@@ -39,7 +40,7 @@ def cmd_compile_op(args) -> int:
             start = insn.dram_base * 4
             return image.dram[start:start + insn.x_size * 4].tobytes()
 
-        Path(args.asm).write_text(disasm(image.insn_bytes(), cfg, uop_source=uops_of))
+        make_parent(args.asm, "listing").write_text(disasm(image.insn_bytes(), cfg, uop_source=uops_of))
         console.print(f"listing -> {args.asm}")
     return 0
 

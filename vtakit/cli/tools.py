@@ -10,7 +10,12 @@ import numpy as np
 
 from vtakit.cli._common import CONFIG_HELP, DeprecatedAlias, console, load_config
 from vtakit.errors import VtaError
+from vtakit.files import make_parent, read_limited
 from vtakit.isa.config import PRESETS
+from vtakit.isa.image import MAX_IMAGE_BYTES
+
+MAX_TEXT_BYTES = 256 << 20
+"""An assembly source may hold at most this (256 MiB, some 10 M instructions)."""
 
 SIM_DEVICES = ["cycle", "functional", "sim", "fsim", "rtl"]
 
@@ -52,10 +57,7 @@ def cmd_asm(args) -> int:
 
     cfg = load_config(args.config)
     source = Path(args.source)
-    try:
-        text = source.read_bytes()      # asm decodes each line itself: bad bytes name their line
-    except OSError as e:
-        raise VtaError(f"cannot read {source}: {e.strerror}") from None
+    text = read_limited(source, "assembly source", MAX_TEXT_BYTES)  # asm decodes each line: bad bytes name it
     code = encode_program(asm(text, cfg), cfg)
     out = output_path(args.output) if args.output else source.with_suffix(".bin")
     try:
@@ -95,10 +97,7 @@ def cmd_disasm(args) -> int:
         return 0
     if args.uops:
         raise VtaError("--uops needs a program image (.npz) that holds the micro-ops")
-    try:
-        code = np.fromfile(path, dtype=np.uint8)
-    except OSError as e:
-        raise VtaError(f"cannot read {path}: {e.strerror}") from None
+    code = np.frombuffer(read_limited(path, "program file", MAX_IMAGE_BYTES), np.uint8)
     if code.size % INSN_BYTES:
         raise VtaError(f"{path}: {code.size} bytes is not a whole number of {INSN_BYTES}-byte instructions "
                        f"({code.size % INSN_BYTES} bytes left over)")
@@ -133,7 +132,7 @@ def cmd_sim(args) -> int:
     image = ProgramImage.load(args.program)
     if args.config and load_config(args.config) != image.config:
         raise VtaError(f"{args.program} was built for config {image.config.label}, not {args.config}")
-    if args.timeout is not None and not args.timeout > 0:
+    if args.timeout is not None and not 0 < args.timeout < float("inf"):
         raise VtaError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     trace = output_path(args.trace) if args.trace else None
     output = output_path(args.output) if args.output else None
@@ -160,12 +159,7 @@ def cmd_sim(args) -> int:
 
 def output_path(text: str) -> Path:
     """An output file's path with its parent folders created, as every writer here does."""
-    path = Path(text)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise VtaError(f"cannot create the folder of {path}: {e.strerror or e}") from None
-    return path
+    return make_parent(text, "output file")
 
 
 def register(sub) -> None:

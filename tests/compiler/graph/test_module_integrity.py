@@ -311,7 +311,7 @@ def test_object_arrays_and_non_archives_are_refused(tmp_path):
         np.savez(f, manifest=np.array([{"a": 1}], dtype=object))
     with pytest.raises(CompileError, match="not numbers|not a vtakit module"):
         CompiledModule.load(obj)
-    with pytest.raises(CompileError, match="is a folder"):
+    with pytest.raises(CompileError, match="is not a regular file"):
         CompiledModule.load(tmp_path)
 
 
