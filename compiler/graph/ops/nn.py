@@ -10,7 +10,7 @@ import numpy as np
 from vtakit.errors import CompileError
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.ops.reference import convert_generic, generic_def
-from vtakit.compiler.graph.ops.registry import contiguous, OpDef, Precision, fail, register, same, text
+from vtakit.compiler.graph.ops.registry import auto_pad, contiguous, OpDef, Precision, fail, register, same, text
 from vtakit.compiler.graph.ops.window import pair
 
 
@@ -85,7 +85,7 @@ def _convert_convtranspose(imp, n, name: str, at: dict) -> None:
     strides, dil = pair(at.get("strides"), (1, 1)), pair(at.get("dilations"), (1, 1))
     outpad = pair(at.get("output_padding"), (0, 0))
     group = int(at.get("group", 1))
-    auto = text(at.get("auto_pad"), "NOTSET")
+    auto = auto_pad(at)
     pads = tuple(int(p) for p in at.get("pads", (0, 0, 0, 0)))
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         total = [max(strides[i] * (x.shape[2 + i] - 1) + outpad[i] + ((kernel[i] - 1) * dil[i] + 1)

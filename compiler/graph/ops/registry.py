@@ -169,6 +169,17 @@ def text(v, default: str = "") -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
+AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+def auto_pad(at: dict) -> str:
+    """A window op's `auto_pad`, one of ONNX's four values (onnxruntime refuses any other, and so do we)."""
+    value = text(at.get("auto_pad"), "NOTSET")
+    if value not in AUTO_PADS:
+        raise ValueError(f"auto_pad {value[:40]!r} is not one of {', '.join(AUTO_PADS)}")
+    return value
+
+
 def acc8_reason(cfg) -> str | None:
     """Why an op that loads int8 tensors into the accumulator cannot run on `cfg` (None if it can):
     by LOAD.ACC8, or on VTA's hardware by an INP load and an identity GEMM."""

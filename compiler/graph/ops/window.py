@@ -9,8 +9,8 @@ from vtakit.compiler.graph.channel_scales import host_epilogue, run_requantized
 from vtakit.compiler.graph.wide_residual import WIDE_CONV_REASON, run_wide_conv
 from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
 from vtakit.compiler.graph.ops.accel import lower_maxpool, lower_qconv, place_depthwise
-from vtakit.compiler.graph.ops.registry import (FLOAT32, FLOAT32_INT8, OpDef, Precision, acc8_reason, fail,
-                                                register, text)
+from vtakit.compiler.graph.ops.registry import (FLOAT32, FLOAT32_INT8, OpDef, auto_pad, Precision, acc8_reason, fail,
+                                                register)
 from vtakit.isa.arith import ceil_div
 
 
@@ -65,7 +65,7 @@ def window_attrs(imp, op: str, name: str, ins: list[str], at: dict) -> dict:
     strides = pair(at.get("strides"), (1, 1))
     dil = pair(at.get("dilations"), (1, 1))
     pads = tuple(int(p) for p in at.get("pads", (0, 0, 0, 0)))
-    auto = text(at.get("auto_pad"), "NOTSET")
+    auto = auto_pad(at)
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         pads = same_pads(x.shape[2:], kernel, strides, dil, upper=auto == "SAME_UPPER")
     elif auto == "VALID":

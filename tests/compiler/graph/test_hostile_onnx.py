@@ -413,3 +413,14 @@ def test_folds_are_counted_against_the_model_before_they_are_evaluated(monkeypat
             pytest.raises(CompileError, match=r"node 'grow2' \(Expand\): output 'big2' .*limit per model"):
         import_onnx(model)
     assert evaluated == ["Expand"]
+
+
+def test_an_auto_pad_onnx_does_not_define_is_refused():
+    """onnxruntime refuses it; it used to be read as NOTSET (a 5 MB value compiled with exit 0)."""
+    conv = h.make_node("Conv", ["x", "w"], ["y"], name="conv", auto_pad="A" * 100_000)
+    g = h.make_graph([conv], "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 8, 8])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)],
+                     [nh.from_array(np.ones((4, 3, 3, 3), np.float32), "w")])
+    with pytest.raises(CompileError, match=r"node 'conv' \(Conv\): .*auto_pad 'AAAA.*' is not one of NOTSET") as e:
+        import_onnx(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))
+    assert len(str(e.value)) < 300
