@@ -105,14 +105,24 @@ class ProgramImage:
                 raise IsaError(f"{path}: program image lacks {key!r}")
         if str(data["format"]) != FORMAT:
             raise IsaError(f"{path}: unsupported format {str(data['format'])!r} (expected {FORMAT})")
-        regions = json.loads(str(data["regions"])) if "regions" in data else {}
-        return ProgramImage(
-            config=HwConfig.from_dict(json.loads(str(data["config"]))),
-            dram=np.ascontiguousarray(data["dram"], dtype=np.uint8),
-            insn_addr=int(data["insn_addr"]), insn_count=int(data["insn_count"]),
-            name=str(data.get("name", "")),
-            regions={k: Region(v["addr"], tuple(v["shape"]), v["dtype"]) for k, v in regions.items()},
-        )
+        try:
+            regions = json.loads(str(data["regions"])) if "regions" in data else {}
+            config = json.loads(str(data["config"]))
+        except ValueError as e:
+            raise IsaError(f"{path}: the image's config or regions are not JSON ({e})") from None
+        if not isinstance(config, dict) or not isinstance(regions, dict):
+            raise IsaError(f"{path}: the image's config and regions must be JSON objects")
+        try:
+            return ProgramImage(
+                config=HwConfig.from_dict(config),
+                dram=np.ascontiguousarray(data["dram"], dtype=np.uint8),
+                insn_addr=int(data["insn_addr"]), insn_count=int(data["insn_count"]),
+                name=str(data.get("name", "")),
+                regions={k: Region(int(v["addr"]), tuple(int(d) for d in v["shape"]), str(v["dtype"]))
+                         for k, v in regions.items()},
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise IsaError(f"{path}: a malformed field in the image ({type(e).__name__}: {e})") from None
 
 
 class ProgramBuilder:

@@ -72,3 +72,14 @@ def test_an_infinite_timeout_is_refused(tmp_path, capsys):
     ProgramBuilder(HwConfig.preset("pynq")).build().save(tmp_path / "p.npz")
     assert main(["sim", str(tmp_path / "p.npz"), "--timeout", "inf"]) == 1
     assert "--timeout must be a positive number" in _one_error(capsys)
+
+
+def test_a_program_image_with_garbage_fields_is_one_isa_error(tmp_path):
+    img = ProgramBuilder(HwConfig.preset("pynq")).build()
+    img.save(tmp_path / "p.npz")
+    with np.load(tmp_path / "p.npz") as z:
+        fields = {k: z[k] for k in z.files}
+    for key, value in (("config", "{not json"), ("regions", "[1, 2]"), ("regions", '{"a": {"addr": "x"}}')):
+        np.savez(tmp_path / "bad.npz", **dict(fields, **{key: np.array(value)}))
+        with pytest.raises(IsaError, match="bad.npz: "):
+            ProgramImage.load(tmp_path / "bad.npz")

@@ -92,9 +92,16 @@ def tensor_cost(shape, dtype) -> tuple[int, int]:
     return elements, elements * max(_itemsize(str(dtype)), 4)
 
 
+MAX_RANK = 32
+"""numpy's limit on an array's dimensions."""
+
+
 def check_tensor(what: str, shape, dtype, *, node: str | None = None, op: str | None = None) -> None:
     """Refuse a tensor (`what` names it: "input 'x'", "output 'y'") bigger than LIMITS.tensor_bytes,
     before anything allocates it."""
+    if len(shape) > MAX_RANK:
+        raise CompileError(f"{what} has {len(shape)} dimensions (numpy, and so the compiler, takes at most "
+                           f"{MAX_RANK})", node=node, op=op)
     elements, cost = tensor_cost(shape, dtype)
     if cost <= LIMITS.tensor_bytes and min(shape, default=0) >= 0:
         return

@@ -424,3 +424,10 @@ def test_an_auto_pad_onnx_does_not_define_is_refused():
     with pytest.raises(CompileError, match=r"node 'conv' \(Conv\): .*auto_pad 'AAAA.*' is not one of NOTSET") as e:
         import_onnx(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))
     assert len(str(e.value)) < 300
+
+
+def test_a_rank_numpy_cannot_hold_is_one_error():
+    g = h.make_graph([h.make_node("Relu", ["x"], ["y"], name="relu")], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, [1] * 2000)], [h.make_tensor_value_info("y", T.FLOAT, None)])
+    with pytest.raises(CompileError, match="input 'x' has 2000 dimensions"):
+        import_onnx(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))
