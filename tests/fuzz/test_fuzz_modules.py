@@ -23,11 +23,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import vtakit
-from vtakit.compiler import zoo
 from vtakit.compiler.graph import CompiledModule
 from vtakit.compiler.graph.module_file import read_module, write_module
 from vtakit.errors import VtaError
+
+from tests.support.saved_modules import saved_digits_module
 
 EXAMPLES = int(os.environ.get("VTAKIT_FUZZ_EXAMPLES", "100"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize="VTAKIT_FUZZ_EXAMPLES" not in os.environ,
@@ -38,15 +38,11 @@ SKIP = ("attrs",)  # node attributes: values a module chooses (see the docstring
 @pytest.fixture(scope="module")
 def valid(tmp_path_factory):
     """(file bytes, manifest, arrays, input, reference outputs) of a small compiled network."""
-    rng = np.random.default_rng(3)
-    cal = [rng.standard_normal((1, 1, 8, 8)).astype(np.float32) for _ in range(2)]
-    module = vtakit.compile(zoo.build("digits_cnn"), "pynq", calibrate=cal)
-    path = module.save(tmp_path_factory.mktemp("fuzz") / "d.vtamod")
-    x = rng.standard_normal((1, 1, 8, 8)).astype(np.float32)
+    path, x, logits = saved_digits_module(tmp_path_factory.mktemp("fuzz"), seed=3)
     manifest, arrays = read_module(path)
     for k in ("format", "version", "arrays", "sha256"):
         manifest.pop(k)
-    return path.read_bytes(), manifest, arrays, x, module.run(x, device="fsim")["logits"]
+    return path.read_bytes(), manifest, arrays, x, logits
 
 
 def load_and_run(path: Path, x: np.ndarray, want: np.ndarray) -> None:

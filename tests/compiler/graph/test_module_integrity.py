@@ -14,9 +14,7 @@ import zipfile
 import numpy as np
 import pytest
 
-import vtakit
 from vtakit.cli import main
-from vtakit.compiler import zoo
 from vtakit.compiler.graph import CompiledModule
 from vtakit.compiler.graph.lower import ActBuffer
 from vtakit.compiler.graph.module_file import read_module, write_module
@@ -26,16 +24,13 @@ from vtakit.isa.config import HwConfig
 from vtakit.isa.fields import mem_layout
 from vtakit.isa.opcodes import Opcode
 
+from tests.support.saved_modules import saved_digits_module
+
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
     """A small compiled network saved to disk, an input and the outputs it gives."""
-    rng = np.random.default_rng(0)
-    cal = [rng.standard_normal((1, 1, 8, 8)).astype(np.float32) for _ in range(2)]
-    module = vtakit.compile(zoo.build("digits_cnn"), "pynq", calibrate=cal)
-    path = module.save(tmp_path_factory.mktemp("mod") / "d.vtamod")
-    x = rng.standard_normal((1, 1, 8, 8)).astype(np.float32)
-    return path, x, module.run(x, device="fsim")["logits"]
+    return saved_digits_module(tmp_path_factory.mktemp("mod"), seed=0)
 
 
 def tampered(saved, tmp_path, edit) -> str:
