@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from vtakit.errors import CompileError
+from vtakit.files import regular_file
 
 FORMAT = "vtakit-module"
 VERSION = 2
@@ -79,20 +80,13 @@ def read_module(path, max_bytes: int | None = None) -> tuple[dict[str, Any], dic
     """The manifest and the arrays (names with "/") of a module file, every hash checked."""
     cap = default_max_bytes() if max_bytes is None else max_bytes
     try:
-        if not Path(path).is_file():  # a FIFO would block open(), /dev/zero would be read forever
-            if Path(path).exists():
-                raise CompileError(f"{path} is not a regular file, not a module file")
-            raise FileNotFoundError(path)
+        regular_file(path, "module file", CompileError)  # a FIFO would block open(), /dev/zero never end
         with open(path, "rb") as f, zipfile.ZipFile(f) as zf:
             arrays = _read_members(path, zf, cap)
         raw = arrays.pop(MANIFEST, None)
         if raw is None or raw.dtype != np.uint8 or raw.ndim != 1:
             raise CompileError(f"{path}: not a vtakit module (no manifest)")
         manifest = json.loads(raw.tobytes().decode(), parse_constant=_no_constant)
-    except FileNotFoundError:
-        raise CompileError(f"no such module file: {path}") from None
-    except IsADirectoryError:
-        raise CompileError(f"{path} is a folder, not a module file") from None
     except CompileError:
         raise
     except Exception as e:  # zipfile, json and numpy raise many kinds for a damaged file

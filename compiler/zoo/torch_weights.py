@@ -235,6 +235,7 @@ def _load_zip(p: Path, budget: _Budget) -> dict[str, np.ndarray]:
                 if len(raw) % s.dtype.itemsize:
                     raise ZooError(f"{p}: storage {key} is {len(raw)} bytes, not whole {s.dtype} elements")
                 s.data = np.frombuffer(raw, s.dtype)
+    # zipfile raises NotImplementedError for a compression method it does not know: a damaged file too
     except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as e:
         raise ZooError(f"{p}: damaged zip archive ({type(e).__name__}: {str(e)[:100]})") from None
     return _arrays(obj, p, budget)

@@ -248,6 +248,16 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _start_until_its_pool_runs(cmd: list[str], ready=lambda: True) -> tuple[subprocess.Popen, list[int]]:
+    """Start `cmd`; return once `ready()` holds and it has two processes below it (or after 120 s)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline, workers = time.monotonic() + 120, []
+    while time.monotonic() < deadline and proc.poll() is None and not (len(workers) >= 2 and ready()):
+        time.sleep(0.05)
+        workers = _descendants(proc.pid)
+    return proc, workers
+
+
 def _kill_9(proc: subprocess.Popen) -> None:
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -268,12 +278,8 @@ def test_kill_9_of_tune_leaves_no_worker_behind(tmp_path):
     log = tmp_path / "t.jsonl"
     cmd = [sys.executable, "-m", "vtakit", "tune", "--layers", "dense", "--trials", "400", "--workers", "2",
            "--tuner", "random", "--batch", "2", "--log", str(log)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc, workers = _start_until_its_pool_runs(cmd, lambda: log.exists() and log.read_text().count("\n") >= 2)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (log.exists() and log.read_text().count("\n") >= 2):
-            time.sleep(0.05)
-        workers = _descendants(proc.pid)
         assert len(workers) >= 2, "the pool never started"
     finally:
         _kill_9(proc)
@@ -299,13 +305,8 @@ def test_kill_9_of_explore_leaves_no_worker_behind_and_a_rerun_completes(tmp_pat
     space.write_text(EXPLORE_SPACE)
     cmd = [sys.executable, "-m", "vtakit", "explore", "--space", str(space), "--no-synth", "--workers", "2",
            "-o", str(out)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc, workers = _start_until_its_pool_runs(cmd)
     try:
-        deadline = time.monotonic() + 120
-        workers: list[int] = []
-        while time.monotonic() < deadline and len(workers) < 2 and proc.poll() is None:
-            time.sleep(0.05)
-            workers = _descendants(proc.pid)
         assert len(workers) >= 2, "the pool never started"
     finally:
         _kill_9(proc)

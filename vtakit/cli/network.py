@@ -7,7 +7,6 @@ import json
 import sys
 import time
 import warnings
-import zipfile
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from vtakit.compiler.graph.recipe import AUTO, recipe_table
 from vtakit.compiler.graph.report import calibration_lines
 from vtakit.compiler.graph.runner import NonFiniteInputWarning
 from vtakit.errors import VtaError, one_line
+from vtakit.files import check_archive, regular_file
 from vtakit.isa.config import DEFAULT_PRESET
 
 
@@ -28,23 +28,14 @@ MAX_ARRAY_FILE_BYTES = 4 << 30
 
 
 def _load_arrays(path: str, what: str) -> dict[str, np.ndarray] | np.ndarray:
-    p = Path(path)
-    if not p.exists():
-        raise VtaError(f"{what} file {path} does not exist")
-    if not p.is_file():
-        raise VtaError(f"{what} file {path} is not a regular file")
+    p = regular_file(path, f"{what} file")
+    if p.suffix == ".npz":
+        check_archive(p, f"{what} file", MAX_ARRAY_FILE_BYTES)
     try:
         if p.suffix == ".npz":
-            with zipfile.ZipFile(p) as archive:  # declared sizes checked before anything is decompressed
-                declared = sum(info.file_size for info in archive.infolist())
-            if declared > MAX_ARRAY_FILE_BYTES:
-                raise VtaError(f"{what} file {path} expands to {declared:,} bytes, more than the "
-                               f"{MAX_ARRAY_FILE_BYTES >> 20} MiB an input file may hold")
             with np.load(p, allow_pickle=False) as z:
                 return {k: z[k] for k in z.files}
         return np.load(p, allow_pickle=False)
-    except VtaError:
-        raise
     except Exception as e:  # a damaged file can raise many kinds
         raise VtaError(f"cannot read {what} file {path}: {e}") from None
 
