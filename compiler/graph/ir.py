@@ -12,14 +12,13 @@ shape and dtype, and after quantization the power-of-two exponent of its scale
 from __future__ import annotations
 
 import copy
-import gc
 import heapq
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterator
 
 import numpy as np
 
+from vtakit.compiler.graph.gc_budget import fewer_collections
 from vtakit.errors import CompileError
 
 
@@ -73,18 +72,6 @@ def resolve(renames: dict[str, str], name: str) -> str:
         name = renames[name]
         seen.add(name)
     return name
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off for a bulk allocation of acyclic objects (as it was after)."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
 
 
 def copy_node(n: Node) -> Node:
@@ -204,7 +191,7 @@ class Graph:
 
         The cyclic garbage collector pauses meanwhile: the copy makes four objects per node, none in a
         cycle, and the collections they would trigger scan the whole heap (most of a long chain's copy)."""
-        with _collector_paused():
+        with fewer_collections():
             nodes = [copy_node(n) for n in self.nodes]
         return Graph(nodes, dict(self.tensors), list(self.inputs), list(self.outputs), dict(self.consts),
                      self.name, dict(self.notes))
