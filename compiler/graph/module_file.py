@@ -80,6 +80,8 @@ def read_module(path, max_bytes: int | None = None) -> tuple[dict[str, Any], dic
     """The manifest and the arrays (names with "/") of a module file, every hash checked."""
     cap = default_max_bytes() if max_bytes is None else max_bytes
     try:
+        if not Path(path).exists():
+            raise CompileError(f"no such module file: {path}")
         regular_file(path, "module file", CompileError)  # a FIFO would block open(), /dev/zero never end
         with open(path, "rb") as f, zipfile.ZipFile(f) as zf:
             arrays = _read_members(path, zf, cap)

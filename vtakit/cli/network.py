@@ -7,6 +7,7 @@ import json
 import sys
 import time
 import warnings
+import zipfile
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
@@ -29,7 +30,7 @@ MAX_ARRAY_FILE_BYTES = 4 << 30
 
 def _load_arrays(path: str, what: str) -> dict[str, np.ndarray] | np.ndarray:
     p = regular_file(path, f"{what} file")
-    if p.suffix == ".npz":
+    if p.suffix == ".npz" and zipfile.is_zipfile(p):  # a damaged one is np.load's to name, as before
         check_archive(p, f"{what} file", MAX_ARRAY_FILE_BYTES)
     try:
         if p.suffix == ".npz":
