@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: install demo test test-slow test-all bench clean
+.PHONY: install demo test check-imports test-slow test-all bench clean
 
 install: $(STAMP)
 
@@ -25,9 +25,13 @@ $(STAMP): pyproject.toml Makefile
 demo: install
 	$(BIN)/vtakit demo
 
-# The default suite: everything but the tests marked slow.
-test: install
+# The default suite: the static import check, then every test but those marked slow.
+test: install check-imports
 	$(PYTEST) -q -n auto -m "not slow"
+
+# Every vtakit.* and tests.* import resolves for static tools, with no import hook ([tool.pyright]).
+check-imports: install
+	$(BIN)/pyright --pythonpath $(BIN)/python
 
 # The slow tests, then the fuzz tests (tests/fuzz) with a long budget of examples.
 test-slow: install

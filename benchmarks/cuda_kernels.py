@@ -136,7 +136,7 @@ def cases(gpu, torch) -> list[Case]:
 def cuda_torch():
     """PyTorch when it is a CUDA build that sees a GPU, else (None, why not)."""
     try:
-        import torch
+        import torch  # pyright: ignore[reportMissingImports]  (optional: a CUDA build of torch, to compare against)
     except ImportError:
         return None, "PyTorch is not installed"
     if not torch.cuda.is_available():

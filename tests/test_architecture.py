@@ -24,8 +24,19 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = {"vtakit", "vtakit.errors", "vtakit.devices"}   # the import root's small shared modules
 
 
-def _package_dirs() -> dict[str, str]:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+def _package_dirs() -> dict[str, Path]:
+    """Every package under the import root (through its links to the top-level folders) -> its folder."""
+    return {".".join(init.parent.relative_to(ROOT).parts): init.parent
+            for init in _walk(ROOT / "vtakit") if init.name == "__init__.py"}
+
+
+def _walk(folder: Path):
+    """Every file under `folder`, following the links `vtakit/isa -> ../isa` (Path.rglob does not)."""
+    import os
+
+    for parent, dirs, files in os.walk(folder, followlinks=True):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        yield from (Path(parent) / f for f in files)
 
 
 def _layer(module: str) -> str:
@@ -37,7 +48,7 @@ def import_graph() -> dict[str, set[str]]:
     """Layer -> layers it imports (module-level and function-level imports alike)."""
     edges: dict[str, set[str]] = defaultdict(set)
     for package, folder in _package_dirs().items():
-        for path in (ROOT / folder).glob("*.py"):
+        for path in folder.glob("*.py"):
             source = _layer(package) if package != "vtakit" else f"vtakit.{path.stem}"
             for node in ast.walk(ast.parse(path.read_text())):
                 names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module
@@ -107,19 +118,18 @@ def test_compile_defaults_to_the_default_preset():
     assert vtakit.compile.__defaults__[0] == vtakit.isa.DEFAULT_PRESET
 
 
-def test_every_package_folder_is_in_the_package_list():
-    """An editable install finds a folder that pyproject.toml forgets; a wheel would lose it."""
+def test_every_layer_folder_is_a_package_under_the_import_root():
+    """The top-level folders reach `vtakit.*` through relative links, so a wheel and static tools see them;
+    packages are found, never listed, so none can be forgotten."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    listed = set(config["packages"])
-    dirs = config["package-dir"]
-    folders = {}
-    for package, folder in dirs.items():
-        for init in (ROOT / folder).rglob("__init__.py"):
-            relative = init.parent.relative_to(ROOT / folder).parts
-            folders[".".join((package, *relative))] = init.parent
-    missing = sorted(set(folders) - listed)
-    assert not missing, f"packages with an __init__.py missing from pyproject.toml: {missing}"
-    assert listed <= set(folders), sorted(listed - set(folders))
+    assert "package-dir" not in config and config["packages"] == {"find": {"include": ["vtakit*"]}}
+    for layer in ("isa", "sim", "hw", "compiler", "scheduling", "fpga"):
+        link = ROOT / "vtakit" / layer
+        assert link.is_symlink() and str(link.readlink()) == f"../{layer}", layer
+        assert (ROOT / layer / "__init__.py").is_file()
+    folders = {f for f in _walk(ROOT / "vtakit") if f.suffix == ".py"}
+    orphans = sorted(str(f.parent.relative_to(ROOT)) for f in folders if not (f.parent / "__init__.py").is_file())
+    assert not orphans, f"python files in folders without __init__.py (a wheel would lose them): {orphans}"
 
 
 def test_a_built_wheel_installs_and_runs_the_layer_demo(tmp_path):
