@@ -26,7 +26,7 @@ import onnxruntime as ort  # noqa: E402
 from numpy.lib.stride_tricks import sliding_window_view  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from vtakit.compiler import cpu  # noqa: E402
+from vtakit.compiler.backends import cpu  # noqa: E402
 
 FLOAT = TensorProto.FLOAT
 INT8 = TensorProto.INT8

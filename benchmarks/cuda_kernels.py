@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from vtakit.compiler import cuda
+from vtakit.compiler.backends import cuda
 
 
 @dataclass

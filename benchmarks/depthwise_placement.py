@@ -33,8 +33,8 @@ def _support(name: str):
 
 
 def layers(cfg) -> None:
-    from vtakit.compiler.vta import ops, reference
-    from vtakit.compiler.vta.depthwise import depthwise_def, depthwise_shape, host_cycles
+    from vtakit.compiler.backends.vta import ops, reference
+    from vtakit.compiler.backends.vta.depthwise import depthwise_def, depthwise_shape, host_cycles
 
     rng = np.random.default_rng(0)
     for c, h in LAYERS:
@@ -64,7 +64,7 @@ def _placement(label: str, module, x: np.ndarray) -> None:
 
 def networks(cfg) -> None:
     from vtakit.compiler import zoo
-    from vtakit.compiler.graph import compile_module
+    from vtakit.compiler.pipeline import compile_module
 
     real, photos = _support("real_models"), _support("photos")
     try:
@@ -81,7 +81,7 @@ def networks(cfg) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from vtakit.compiler.vta import depthwise
+    from vtakit.compiler.backends.vta import depthwise
     from vtakit.isa.config import HwConfig
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

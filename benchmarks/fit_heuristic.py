@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from vtakit.compiler.vta import ops
-from vtakit.compiler.vta.heuristics import CostFit, conv_shape, default_conv_knobs
-from vtakit.compiler.vta.layers import RESNET18
+from vtakit.compiler.backends.vta import ops
+from vtakit.compiler.backends.vta.heuristics import CostFit, conv_shape, default_conv_knobs
+from vtakit.compiler.backends.vta.layers import RESNET18
 from vtakit.isa.config import HwConfig
 
 GRID = {"imbalance": (0.0, 0.5, 1.0), "tile_stall": (0.0, 0.25, 0.5), "vthreads": ((2, 1), (4, 3, 2, 1), (4, 2, 1))}

@@ -16,8 +16,8 @@ import time
 import numpy as np
 
 from vtakit.compiler import zoo
-from vtakit.compiler.graph import compile_module
-from vtakit.compiler.graph.partition import PartitionOptions
+from vtakit.compiler.pipeline import compile_module
+from vtakit.compiler.passes.partition import PartitionOptions
 from vtakit.isa import HwConfig
 
 

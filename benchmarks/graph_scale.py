@@ -64,7 +64,7 @@ def compile_seconds(model: onnx.ModelProto) -> tuple[float, float, int]:
     """(wall seconds, CPU seconds, accelerator tasks) of one `compile_module` of `model` for the default
     config.  CPU seconds are the figure to compare on a shared machine: other processes stretch the wall
     time, not this one's CPU time."""
-    from vtakit.compiler.graph import compile_module
+    from vtakit.compiler.pipeline import compile_module
 
     t0, c0 = time.perf_counter(), time.process_time()
     module = compile_module(model)

@@ -21,7 +21,7 @@ import onnxruntime as ort
 
 import vtakit
 from vtakit.compiler import zoo
-from vtakit.compiler.graph.report import calibration_lines
+from vtakit.compiler.module.report import calibration_lines
 
 
 def load(name: str) -> onnx.ModelProto:

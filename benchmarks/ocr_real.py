@@ -32,8 +32,8 @@ LINE_WIDTH = {"cls": 192, "rec": 320}
 
 
 def main(argv: list[str] | None = None) -> int:
-    from vtakit.compiler.graph import compile_module
-    from vtakit.compiler.graph.report import calibration_lines
+    from vtakit.compiler.pipeline import compile_module
+    from vtakit.compiler.module.report import calibration_lines
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="det", choices=("det", "cls", "rec"))

@@ -1,4 +1,4 @@
-"""Quantized models in (compiler/graph/qdq.py): the trained digits CNN quantized by ONNX Runtime
+"""Quantized models in (compiler/quant/qdq.py): the trained digits CNN quantized by ONNX Runtime
 (quantize_static, QDQ, int8 symmetric; per-channel off and on; and the per-channel model with every
 scale moved to a power of two), compiled for the accelerator with the model's own scales.
 
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from vtakit.compiler.graph.build import compile_module
+from vtakit.compiler.pipeline import compile_module
 from vtakit.compiler.zoo import digits_cnn, digits_data
 
 # tests/support/qdq_models.py by path (an installed package may also be called `tests`)

@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    from vtakit.compiler.graph.build import compile_module
+    from vtakit.compiler.pipeline import compile_module
 
     real, photos, qm = _support("real_models"), _support("photos"), _support("qdq_models")
     model, preprocess = load_model(real, args.model)

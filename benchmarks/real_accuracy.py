@@ -11,7 +11,7 @@ extra; the script says so when one is absent).  The photos: tests/support/photos
 photos, calibration on crops of 8 others).  Printed: top-1 agreement, top-5 overlap, mean logits cosine
 against float onnxruntime (for two classes also the largest error of the log-odds, logit 1 - logit 0),
 and the accelerator cycles of one inference.  The calibration method, wide residual pairs and weight rounding
-default to the compiler's auto recipe (compiler/graph/recipe.py), which the compile notes print.
+default to the compiler's auto recipe (compiler/quant/recipe.py), which the compile notes print.
 """
 
 from __future__ import annotations
@@ -54,19 +54,19 @@ def load_model(real, name: str):
 
 def print_search_notes(notes: dict) -> None:
     """What calibration "search" and keep_float_until did (compile notes)."""
-    from vtakit.compiler.graph.report import calibration_lines
+    from vtakit.compiler.module.report import calibration_lines
     for line in calibration_lines(notes):
         print(line)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from vtakit.compiler.graph import compile_module
-    from vtakit.compiler.graph.build import BIAS_CORRECTION, EQUALIZE, REQUANT
-    from vtakit.compiler.graph.fixed_point import REQUANT_MODES, check_requant
+    from vtakit.compiler.pipeline import compile_module
+    from vtakit.compiler.pipeline import BIAS_CORRECTION, EQUALIZE, REQUANT
+    from vtakit.compiler.quant.techniques.fixed_point import REQUANT_MODES, check_requant
     from vtakit.isa.config import HwConfig
-    from vtakit.compiler.graph.equalize import MODES
-    from vtakit.compiler.graph.calibration import METHODS
-    from vtakit.compiler.graph.recipe import AUTO
+    from vtakit.compiler.quant.techniques.equalize import MODES
+    from vtakit.compiler.quant.calibration import METHODS
+    from vtakit.compiler.quant.recipe import AUTO
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="efficientnet_lite0", choices=sorted(MODELS))
@@ -115,10 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     ref = real.float_logits(model, xs)
     cycles = None
     if args.no_lower:
-        from vtakit.compiler.graph.build import optimize
-        from vtakit.compiler.graph.execute import run_graph
-        from vtakit.compiler.graph.onnx_frontend import import_onnx
-        from vtakit.compiler.graph.recipe import float_and_int8_auto
+        from vtakit.compiler.pipeline import optimize
+        from vtakit.compiler.ops.execute import run_graph
+        from vtakit.compiler.frontend.onnx_import import import_onnx
+        from vtakit.compiler.quant.recipe import float_and_int8_auto
 
         cfg = HwConfig.load(args.config)
         g = optimize(import_onnx(model))

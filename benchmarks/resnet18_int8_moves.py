@@ -20,8 +20,8 @@ import numpy as np
 import onnxruntime as ort
 
 from vtakit.compiler import zoo
-from vtakit.compiler.graph import compile_module
-from vtakit.compiler.graph.partition import PartitionOptions
+from vtakit.compiler.pipeline import compile_module
+from vtakit.compiler.passes.partition import PartitionOptions
 from vtakit.isa import HwConfig
 
 

@@ -27,8 +27,8 @@ from vtakit.cli import main
 def _module(path: str | None):
     from vtakit.cli._common import load_config
     from vtakit.compiler import zoo
-    from vtakit.compiler.graph import compile_module
-    from vtakit.compiler.graph.module import CompiledModule
+    from vtakit.compiler.pipeline import compile_module
+    from vtakit.compiler.module.compiled import CompiledModule
 
     if path and Path(path).exists():
         return CompiledModule.load(path)

@@ -1,7 +1,8 @@
 """vtakit.compiler: from ONNX networks and operators to programs for the accelerator and the hosts.
 
-`graph` takes a network (ONNX front end, passes, quantization, partitioning,
-DRAM plan, modules) and feeds three backends: `vta` (the accelerator's operator
-compiler: schedules, loop nests, lowering, instruction streams, runtime), `cpu`
-(llvmlite host kernels) and `cuda` (GPU kernels).  `zoo` builds test networks.
+The folders are the pipeline (`pipeline.compile_module` runs its steps in order):
+`frontend` (ONNX in) -> `ir` (the graph) -> `passes` -> `quant` (int8) ->
+`passes.partition`/`lower` -> `module` (the `.vtamod` artifact, its DRAM plan and
+runner).  `ops` is the op registry every step consults; `backends` generate code
+(`vta`, `cpu`, `cuda`, shared `host` checks); `zoo` builds test networks.
 """

@@ -84,7 +84,7 @@ def check_programs(device: PynqDevice, count: int, seed: int) -> tuple[bool, str
 
 def check_conv(device: PynqDevice, seed: int) -> tuple[bool, str, int]:
     from vtakit import ops
-    from vtakit.compiler.vta import reference
+    from vtakit.compiler.backends.vta import reference
 
     cfg = device.config
     rng = np.random.default_rng(seed)

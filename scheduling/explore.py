@@ -113,7 +113,7 @@ def _deterministic(result: dict[str, Any]) -> bool:
 
 def _compile(network: str, cfg: HwConfig, images: int, seed: int, tuning_logs: tuple[str, ...]):
     """The compiled module and how many of its layers took a schedule from the tuning logs."""
-    from vtakit.compiler.graph import compile_module
+    from vtakit.compiler.pipeline import compile_module
 
     if not tuning_logs:
         return compile_module(_load_network(network, images), cfg, seed=seed), 0
@@ -156,7 +156,7 @@ def measure_point(network: str, cfg: HwConfig, images: int, seed: int,
 def _cosine(network: str, images: int, feeds: dict, got: dict) -> float:
     """Cosine of the int8 module's first output (cycle model) against the float network's on the same input:
     what a configuration's requantization buys (e.g. `pynq_mul`'s per-channel multipliers, issue 16)."""
-    from vtakit.compiler.graph import compile_module
+    from vtakit.compiler.pipeline import compile_module
 
     want = compile_module(_load_network(network, images), target="cpu").run(feeds)
     a, b = (np.asarray(next(iter(d.values())), np.float64).ravel() for d in (got, want))

@@ -13,9 +13,9 @@ import math
 
 import numpy as np
 
-from vtakit.compiler.vta.heuristics import ConvTerms
+from vtakit.compiler.backends.vta.heuristics import ConvTerms
 from vtakit.isa.arith import ceil_div
-from vtakit.compiler.vta.templates import ConvKnobs
+from vtakit.compiler.backends.vta.templates import ConvKnobs
 from vtakit.scheduling.task import ConvTask
 
 FEATURE_NAMES = (

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from vtakit.compiler.vta.dispatch import use_schedules
+from vtakit.compiler.backends.vta.dispatch import use_schedules
 from vtakit.errors import VtaError
 from vtakit.files import read_limited
 from vtakit.isa.config import HwConfig

@@ -21,7 +21,7 @@ import math
 import re
 from dataclasses import dataclass, fields
 
-from vtakit.compiler.vta.templates import ConvKnobs
+from vtakit.compiler.backends.vta.templates import ConvKnobs
 from vtakit.isa.arith import ceil_div
 from vtakit.isa.config import HwConfig
 

@@ -16,7 +16,7 @@ from zlib import crc32
 
 import numpy as np
 
-from vtakit.compiler.vta import ops, reference
+from vtakit.compiler.backends.vta import ops, reference
 from vtakit.devices import ACCELERATOR, device_names
 from vtakit.errors import VtaError
 from vtakit.scheduling.task import ConvTask

@@ -14,8 +14,8 @@ from itertools import product
 
 import numpy as np
 
-from vtakit.compiler.vta.heuristics import ConvTerms, candidates, conv_terms
-from vtakit.compiler.vta.templates import ConvKnobs
+from vtakit.compiler.backends.vta.heuristics import ConvTerms, candidates, conv_terms
+from vtakit.compiler.backends.vta.templates import ConvKnobs
 from vtakit.errors import VtaError
 from vtakit.scheduling.features import feature_matrix
 from vtakit.scheduling.task import ConvTask

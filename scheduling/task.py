@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vtakit.compiler.vta.dispatch import conv2d_key
-from vtakit.compiler.vta.heuristics import ConvShape, conv_shape
-from vtakit.compiler.vta.te import epilogue
-from vtakit.compiler.vta.layers import WORKLOADS, ConvLayer, DenseLayer
+from vtakit.compiler.backends.vta.dispatch import conv2d_key
+from vtakit.compiler.backends.vta.heuristics import ConvShape, conv_shape
+from vtakit.compiler.backends.vta.te import epilogue
+from vtakit.compiler.backends.vta.layers import WORKLOADS, ConvLayer, DenseLayer
 from vtakit.errors import VtaError
 from vtakit.isa.config import HwConfig
 

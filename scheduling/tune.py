@@ -13,7 +13,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Callable
 
-from vtakit.compiler.vta.heuristics import default_conv_knobs
+from vtakit.compiler.backends.vta.heuristics import default_conv_knobs
 from vtakit.errors import VtaError
 from vtakit.scheduling.executor import RETRIES, run_jobs
 from vtakit.scheduling.log import TuningLog

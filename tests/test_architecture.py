@@ -40,7 +40,7 @@ def _walk(folder: Path):
 
 
 def _layer(module: str) -> str:
-    """The layer a module belongs to: vtakit.<first part> (vtakit.compiler.cpu -> vtakit.compiler)."""
+    """The layer a module belongs to: vtakit.<first part> (vtakit.compiler.backends.cpu -> vtakit.compiler)."""
     return ".".join(module.split(".")[:2])
 
 
@@ -91,7 +91,7 @@ def test_the_registry_knows_every_device_and_the_cli_offers_them():
 
 
 def test_a_registered_device_runs_operators_and_modules():
-    from vtakit.compiler.vta import ops
+    from vtakit.compiler.backends.vta import ops
     from vtakit.sim import SimDevice
 
     opened = []

@@ -24,9 +24,9 @@ def compile(model, config=DEFAULT_PRESET, target: str = "vta", calibrate=None, t
     puts a "vta" module's host tasks on the GPU.  tuning_log: a `vtakit tune` log (or a list of
     them) whose best schedules the convolutions use.  Other options: input_shapes,
     partition_options, schedules, seed, calibration ("search": exponents judged at the outputs),
-    keep_float, keep_float_until (see vtakit.compiler.graph.compile_module)."""
+    keep_float, keep_float_until (see vtakit.compiler.pipeline.compile_module)."""
     from vtakit.cli._common import tuning_context
-    from vtakit.compiler.graph import compile_module
+    from vtakit.compiler.pipeline import compile_module
 
     with tuning_context(tuning_log):
         return compile_module(model, config, target=target, calibrate=calibrate, **options)

@@ -1,5 +1,3 @@
-"""User-facing operators (`vtakit.ops.conv2d`, `dense`, `add`, ...): see vtakit.compiler.vta.ops."""
+"""User-facing operators (`vtakit.ops.conv2d`, `dense`, `add`, ...): see vtakit.compiler.backends.vta.ops."""
 
-from vtakit.compiler.vta.ops import (  # noqa: F401
-    OpReport, add, compile_conv2d, conv2d, dense, depthwise_conv2d, matmul, max_pool2d, relu, requantize,
-)
+from vtakit.compiler.backends.vta.ops import OpReport, add, compile_conv2d, conv2d, dense, depthwise_conv2d, matmul, max_pool2d, relu, requantize

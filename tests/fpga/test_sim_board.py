@@ -8,9 +8,9 @@ import pytest
 
 import vtakit.sim as sim
 from vtakit import ops
-from vtakit.compiler.vta.ops import compile_conv2d
-from vtakit.compiler.vta.runtime import pack_activation, pack_bias, pack_weight, program_image
-from vtakit.compiler.vta.layers import RESNET18
+from vtakit.compiler.backends.vta.ops import compile_conv2d
+from vtakit.compiler.backends.vta.runtime import pack_activation, pack_bias, pack_weight, program_image
+from vtakit.compiler.backends.vta.layers import RESNET18
 from vtakit.errors import DeviceTimeout, SimError
 from vtakit.fpga.driver import PynqDevice
 from vtakit.fpga.regmap import VTA_HLS, VTAKIT

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vtakit.compiler.vta import ops
-from vtakit.compiler.vta.templates import ConvKnobs
+from vtakit.compiler.backends.vta import ops
+from vtakit.compiler.backends.vta.templates import ConvKnobs
 from vtakit.errors import ConfigError, IsaError, VtaError
 from vtakit.isa.asm import asm, disasm
 from vtakit.isa.codec_speed import random_instructions

@@ -3,7 +3,7 @@ one error from `vtakit.errors`; never another exception, never a different outpu
 
 Two kinds of mutation of one small valid module: byte flips in the file (caught by the zip's CRCs and
 the content hashes), and structural edits of the manifest or of the relocation and instruction arrays,
-re-saved with consistent hashes as an attacker would (caught by `module_check` on its own).  Edits of
+re-saved with consistent hashes as an attacker would (caught by `module.check` on its own).  Edits of
 values a module legitimately chooses (weights, node attributes, instruction immediates) make another
 valid module with other outputs: no loader can tell them apart, so they are not generated here.
 
@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vtakit.compiler.graph import CompiledModule
-from vtakit.compiler.graph.module_file import read_module, write_module
+from vtakit.compiler.module.compiled import CompiledModule
+from vtakit.compiler.module.container import read_module, write_module
 from vtakit.errors import VtaError
 
 from tests.support.saved_modules import saved_digits_module

@@ -23,9 +23,9 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
-from vtakit.compiler.graph import optimize
-from vtakit.compiler.graph.limits import use_limits
-from vtakit.compiler.graph.onnx_frontend import import_onnx
+from vtakit.compiler.pipeline import optimize
+from vtakit.compiler.frontend.limits import use_limits
+from vtakit.compiler.frontend.onnx_import import import_onnx
 from vtakit.errors import VtaError
 
 EXAMPLES = int(os.environ.get("VTAKIT_FUZZ_EXAMPLES", "200"))

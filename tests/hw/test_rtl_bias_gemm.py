@@ -1,10 +1,10 @@
-"""The bias added by a GEMM (compiler/vta/lowering/bias.py) on pynq's RTL: a 1x1 stride-2 convolution with
+"""The bias added by a GEMM (compiler/backends/vta/lowering/bias.py) on pynq's RTL: a 1x1 stride-2 convolution with
 hidden sizes (channels not multiples of 16, odd spatial size) and a per-channel shift gives numpy's bits,
 and the cycle model's cycles within 2 %."""
 
 import numpy as np
 
-from vtakit.compiler.vta import ops, reference
+from vtakit.compiler.backends.vta import ops, reference
 from vtakit.isa import HwConfig
 
 PYNQ = HwConfig.preset("pynq")

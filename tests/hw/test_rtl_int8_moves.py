@@ -1,12 +1,12 @@
 """The int8 operators on pynq's RTL (no LOAD.ACC8, as on VTA): max pooling, the residual add, relu and a
 convolution with a fused residual add move their int8 tiles by INP loads and an identity GEMM
-(compiler/vta/lowering/move.py); the RTL gives numpy's bits and the cycle model's cycles within 5 %."""
+(compiler/backends/vta/lowering/move.py); the RTL gives numpy's bits and the cycle model's cycles within 5 %."""
 
 import numpy as np
 
-from vtakit.compiler.vta import ops, reference
-from vtakit.compiler.vta.ops import compile_conv2d
-from vtakit.compiler.vta.runtime import pack_activation, pack_weight, resolve_device, run_compiled, unpack_activation
+from vtakit.compiler.backends.vta import ops, reference
+from vtakit.compiler.backends.vta.ops import compile_conv2d
+from vtakit.compiler.backends.vta.runtime import pack_activation, pack_weight, resolve_device, run_compiled, unpack_activation
 from vtakit.isa import HwConfig
 
 PYNQ = HwConfig.preset("pynq")

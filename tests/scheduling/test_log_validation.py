@@ -8,8 +8,8 @@ import warnings
 import numpy as np
 import pytest
 
-from vtakit.compiler.vta import ops
-from vtakit.compiler.vta.templates import ConvKnobs
+from vtakit.compiler.backends.vta import ops
+from vtakit.compiler.backends.vta.templates import ConvKnobs
 from vtakit.errors import VtaError
 from vtakit.isa.config import HwConfig
 from vtakit.scheduling.executor import executor

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from vtakit.compiler.vta import ops
-from vtakit.compiler.vta.dispatch import use_schedules
-from vtakit.compiler.vta.heuristics import conv_terms, default_conv_knobs
-from vtakit.compiler.vta.templates import ConvKnobs
+from vtakit.compiler.backends.vta import ops
+from vtakit.compiler.backends.vta.dispatch import use_schedules
+from vtakit.compiler.backends.vta.heuristics import conv_terms, default_conv_knobs
+from vtakit.compiler.backends.vta.templates import ConvKnobs
 from vtakit.errors import VtaError
 from vtakit.isa.config import HwConfig
 from vtakit.scheduling.features import FEATURE_NAMES

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from vtakit.cli import main
-from vtakit.compiler.vta import ops
-from vtakit.compiler.vta.templates import ConvKnobs
+from vtakit.compiler.backends.vta import ops
+from vtakit.compiler.backends.vta.templates import ConvKnobs
 from vtakit.errors import VtaError
 from vtakit.isa.config import HwConfig
 from vtakit.scheduling.executor import executor
@@ -166,9 +166,9 @@ def test_compile_with_tuning_log_uses_the_logged_schedule(tmp_path, capsys):
     import onnx
 
     from vtakit.compiler import zoo
-    from vtakit.compiler.vta.dispatch import use_schedules
-    from vtakit.compiler.graph import compile_module
-    from vtakit.compiler.graph.module import CompiledModule
+    from vtakit.compiler.backends.vta.dispatch import use_schedules
+    from vtakit.compiler.pipeline import compile_module
+    from vtakit.compiler.module.compiled import CompiledModule
 
     model = tmp_path / "digits.onnx"
     onnx.save(zoo.build("digits_cnn"), model)
@@ -211,8 +211,8 @@ def test_shipped_tuning_log_reproduces_its_cycles():
     """benchmarks/tuned_resnet18_pynq.jsonl (the best record per layer of a 200-trial run): applied to
     `vtakit bench conv2d`, the 1x1 layers get the recorded schedules, correct results, and no more than the
     recorded cycles (the bias now added by a GEMM, lowering/bias.py, takes fewer than when they were tuned)."""
-    from vtakit.compiler.vta.layer_bench import run_layer
-    from vtakit.compiler.vta.layers import RESNET18
+    from vtakit.compiler.backends.vta.layer_bench import run_layer
+    from vtakit.compiler.backends.vta.layers import RESNET18
 
     path = Path(__file__).parents[2] / "benchmarks" / "tuned_resnet18_pynq.jsonl"
     records = {r["task"]: r for r in read_log(path)}

@@ -17,8 +17,8 @@ import re
 import numpy as np
 from cuda.bindings import driver as real
 
-from vtakit.compiler.cpu.jit import KernelKey, get_kernel
-from vtakit.compiler.cuda.kernel import HOST, GpuKernel
+from vtakit.compiler.backends.cpu.jit import KernelKey, get_kernel
+from vtakit.compiler.backends.cuda.kernel import HOST, GpuKernel
 
 CUresult = real.CUresult
 CUdevice_attribute = real.CUdevice_attribute

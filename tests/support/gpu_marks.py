@@ -2,7 +2,7 @@
 
 import pytest
 
-from vtakit.compiler import cuda
+from vtakit.compiler.backends import cuda
 
 GPU_OK, GPU_REASON = cuda.gpu_available()
 needs_gpu = pytest.mark.skipif(not GPU_OK, reason=GPU_REASON)

@@ -1,7 +1,7 @@
 """Guard bytes around every array a host kernel touches, so an out-of-bounds write fails a test (issue 13).
 
 `guarded_call(kernel, *args)` copies the array arguments into guarded storage,
-runs the kernel with `compiler.cpu.buffers` switched to a `GuardedHeap` (so its
+runs the kernel with `compiler.backends.cpu.buffers` switched to a `GuardedHeap` (so its
 outputs and scratch buffers are guarded too), then checks every canary and
 that the inputs are unchanged.  A guarded array sits inside a larger
 allocation: at least GUARD_BYTES canary bytes before and after it (the
@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from vtakit.compiler.cpu import buffers
-from vtakit.compiler.cuda.emulate import canary
+from vtakit.compiler.backends.cpu import buffers
+from vtakit.compiler.backends.cuda.emulate import canary
 
 GUARD_BYTES = 64
 POISON = 0xCD  # int8 -51, int32 -842150451, float32 -4.3e8: implausible kernel results
@@ -107,7 +107,7 @@ def _adopt_all(heap: GuardedHeap, value: Any, label: str) -> Any:
 
 def guarded_call(kernel: Callable[..., np.ndarray], /, *args: Any, **kwargs: Any) -> np.ndarray:
     """kernel(*args, **kwargs) on guarded inputs and allocations; raises GuardError on a stray write, a
-    changed input, or a result not allocated through `compiler.cpu.buffers`; returns a plain copy."""
+    changed input, or a result not allocated through `compiler.backends.cpu.buffers`; returns a plain copy."""
     heap = GuardedHeap()
     args = tuple(_adopt_all(heap, a, f"argument {k}") for k, a in enumerate(args))
     kwargs = {name: _adopt_all(heap, v, name) for name, v in kwargs.items()}
@@ -120,5 +120,5 @@ def guarded_call(kernel: Callable[..., np.ndarray], /, *args: Any, **kwargs: Any
         if not np.array_equal(block.raw[block.start:block.end], before):
             raise GuardError(f"{name} modified its {block.label}")
     if not heap.owns(result):
-        raise GuardError(f"{name} returned an array that did not come from compiler.cpu.buffers")
+        raise GuardError(f"{name} returned an array that did not come from compiler.backends.cpu.buffers")
     return np.array(result)

@@ -60,7 +60,7 @@ def fit(size: int, kernel: int, dilation: int, pad_total: int) -> int:
 
 def gpu_gemm_cost(m: int, n: int, k: int, batches: int = 1) -> int:
     """Blocks x 16-deep K steps of the GPU's tiled GEMM: emulated, each costs ~20 ms (256 OS threads, 2 barriers)."""
-    from vtakit.compiler.cuda.gemm import choose_tile
+    from vtakit.compiler.backends.cuda.gemm import choose_tile
 
     return choose_tile(m, n, batches).blocks(m, n) * batches * math.ceil(k / 16)
 

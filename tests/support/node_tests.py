@@ -38,7 +38,7 @@ def _load_pb(path: str):
 
 
 def supported(model) -> bool:
-    from vtakit.compiler.graph.ops import IMPORTS
+    from vtakit.compiler.ops import IMPORTS
 
     return all(n.domain in ("", "ai.onnx") and (n.op_type in IMPORTS or n.op_type == "Constant")
                for n in model.graph.node)

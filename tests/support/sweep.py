@@ -26,7 +26,7 @@ from tests.support.guards import guarded_call
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from vtakit.compiler import cpu
+from vtakit.compiler.backends import cpu
 
 FAST_EXAMPLES = 12
 SWEEP_EXAMPLES = 200
@@ -40,7 +40,7 @@ class Backend(Protocol):
 
 
 def cpu_backend(name: str, *args: Any, **kwargs: Any) -> np.ndarray:
-    """compiler.cpu.<name> through the guard-byte harness."""
+    """compiler.backends.cpu.<name> through the guard-byte harness."""
     return guarded_call(getattr(cpu, name), *args, **kwargs)
 
 

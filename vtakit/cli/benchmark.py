@@ -15,7 +15,7 @@ from vtakit.isa.config import HwConfig
 def cmd_bench_layers(args) -> int:
     from rich.progress import Progress
 
-    from vtakit.compiler.vta.layer_bench import run_layer, select
+    from vtakit.compiler.backends.vta.layer_bench import run_layer, select
 
     cfg = load_config(args.config)
     what = args.bench
@@ -49,7 +49,7 @@ def cmd_bench_layers(args) -> int:
 
 
 def _print_layer_summary(rows: list[dict], cfg: HwConfig) -> None:
-    from vtakit.compiler.vta.layer_bench import summary
+    from vtakit.compiler.backends.vta.layer_bench import summary
 
     groups = {"all layers": rows, "layers VTA offloads": [r for r in rows if r["vta_offloads"]]}
     for label, group in groups.items():

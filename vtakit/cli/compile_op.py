@@ -11,8 +11,8 @@ from vtakit.files import make_parent
 
 
 def cmd_compile_op(args) -> int:
-    from vtakit.compiler.vta import ops as cops
-    from vtakit.compiler.vta.runtime import pack_activation, pack_bias, pack_weight, program_image
+    from vtakit.compiler.backends.vta import ops as cops
+    from vtakit.compiler.backends.vta.runtime import pack_activation, pack_bias, pack_weight, program_image
     from vtakit.isa.asm import disasm
 
     cfg = load_config(args.config)

@@ -17,8 +17,8 @@ def cmd_demo(args) -> int:
 def _network_demo(args) -> int:
     """Compile ResNet-18 from the zoo for the config, run it on the cycle model, report per layer."""
     from vtakit.compiler import zoo
-    from vtakit.compiler.graph import compile_module
-    from vtakit.compiler.graph.report import VTA_C2_C11_MS
+    from vtakit.compiler.pipeline import compile_module
+    from vtakit.compiler.module.report import VTA_C2_C11_MS
 
     cfg = load_config(args.config)
     t0 = time.perf_counter()
@@ -51,8 +51,8 @@ def _network_demo(args) -> int:
 
 
 def _layer_demo(args) -> int:
-    from vtakit.compiler.vta import ops, reference
-    from vtakit.compiler.vta.layers import RESNET18
+    from vtakit.compiler.backends.vta import ops, reference
+    from vtakit.compiler.backends.vta.layers import RESNET18
     from vtakit.report import stats_tables
     from vtakit.sim import SimDevice
 

@@ -15,9 +15,9 @@ import numpy as np
 
 from vtakit.cli._common import CONFIG_HELP, console, progress_console, tuning_context
 from vtakit.devices import device_names
-from vtakit.compiler.graph.recipe import AUTO, recipe_table
-from vtakit.compiler.graph.report import calibration_lines
-from vtakit.compiler.graph.runner import NonFiniteInputWarning
+from vtakit.compiler.quant.recipe import AUTO, recipe_table
+from vtakit.compiler.module.report import calibration_lines
+from vtakit.compiler.module.runner import NonFiniteInputWarning
 from vtakit.errors import VtaError, one_line
 from vtakit.files import check_archive, regular_file
 from vtakit.isa.config import DEFAULT_PRESET
@@ -71,7 +71,7 @@ def _calibration(path: str | None, module_inputs: list[str] | None = None):
 
 
 def cmd_compile(args) -> int:
-    from vtakit.compiler.graph import compile_module
+    from vtakit.compiler.pipeline import compile_module
 
     cal = _calibration(args.calibrate)
     t0 = time.perf_counter()
@@ -122,7 +122,7 @@ def _print_report(module, png: str | None) -> None:
 
 
 def cmd_run(args) -> int:
-    from vtakit.compiler.graph import CompiledModule
+    from vtakit.compiler.module.compiled import CompiledModule
 
     module = CompiledModule.load(args.module, max_bytes=_max_module_bytes(args))
     data = _load_arrays(args.input, "input")
@@ -154,7 +154,7 @@ def _run_warning_in_one_line(module, data, **kwargs) -> dict[str, np.ndarray]:
 
 
 def _max_module_bytes(args) -> int | None:
-    """--max-module-mb in bytes (None: the default cap, see compiler.graph.module_file)."""
+    """--max-module-mb in bytes (None: the default cap, see compiler.module.container)."""
     mb = getattr(args, "max_module_mb", None)
     if mb is None:
         return None
@@ -180,9 +180,9 @@ def _int8_options(p) -> None:
     """The quantization options `compile` and `report --accuracy` share (defaults: compile_module's;
     the names are checked there, so the parser imports no compiler)."""
     p.add_argument("--calibration", help="how activation exponents are chosen: max, percentile, mse, kl or search "
-                                         "(max, then moved by the error at the outputs; compiler.graph.calibration), "
+                                         "(max, then moved by the error at the outputs; compiler.quant.calibration), "
                                          "or auto (default): max, percentile or mse, whichever the network's outputs "
-                                         "on the calibration samples favour (compiler.graph.recipe)")
+                                         "on the calibration samples favour (compiler.quant.recipe)")
     p.add_argument("--equalize", help="cross-layer equalization: off, exact (through ReLU only) or clip-as-relu "
                                       "(ReLU6 becomes ReLU where equalized: changes the float model); default off")
     p.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=None,
@@ -206,7 +206,7 @@ def _int8_options(p) -> None:
 
 
 def _limit_options(p) -> None:
-    """What an ONNX model may make the compiler allocate (compiler.graph.limits)."""
+    """What an ONNX model may make the compiler allocate (compiler.frontend.limits)."""
     p.add_argument("--max-tensor-mb", type=float, help="the largest tensor a model may declare, hold or fold to, "
                                                        "in MiB (default 512)")
     p.add_argument("--max-model-mb", type=float, help="the most a model's file and external data, or its constants "
@@ -214,7 +214,7 @@ def _limit_options(p) -> None:
 
 
 def _limits(args):
-    from vtakit.compiler.graph.limits import use_limits
+    from vtakit.compiler.frontend.limits import use_limits
 
     return use_limits(getattr(args, "max_tensor_mb", None), getattr(args, "max_model_mb", None))
 
@@ -273,12 +273,12 @@ def _keep_float(spec: str) -> tuple[str, ...]:
 
 def cmd_accuracy(args) -> int:
     """`report MODEL --accuracy`: the float and int8 graphs side by side, per layer."""
-    from vtakit.compiler.graph.accuracy import accuracy_report
-    from vtakit.compiler.graph.build import REQUANT, first_sample_shapes, optimize
-    from vtakit.compiler.graph.fixed_point import check_requant
-    from vtakit.compiler.graph.recipe import float_and_int8_auto
+    from vtakit.compiler.quant.accuracy import accuracy_report
+    from vtakit.compiler.pipeline import REQUANT, first_sample_shapes, optimize
+    from vtakit.compiler.quant.techniques.fixed_point import check_requant
+    from vtakit.compiler.quant.recipe import float_and_int8_auto
     from vtakit.isa.config import HwConfig
-    from vtakit.compiler.graph.onnx_frontend import import_onnx
+    from vtakit.compiler.frontend.onnx_import import import_onnx
 
     cal = _calibration(args.calibrate)
     with _limits(args):
@@ -315,7 +315,7 @@ def cmd_accuracy(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from vtakit.compiler.graph import CompiledModule
+    from vtakit.compiler.module.compiled import CompiledModule
 
     if args.accuracy:
         return cmd_accuracy(args)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from vtakit.compiler import cpu
+from vtakit.compiler.backends import cpu
 from vtakit.errors import CompileError
 
 

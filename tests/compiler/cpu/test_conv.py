@@ -4,7 +4,7 @@ from tests.support import cpu_reference as ref
 import numpy as np
 import pytest
 
-from vtakit.compiler import cpu
+from vtakit.compiler.backends import cpu
 
 
 def assert_close(actual, expected):

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vtakit.compiler import cpu
+from vtakit.compiler.backends import cpu
 
 BROADCASTS = [
     ((3, 5), (3, 5)),

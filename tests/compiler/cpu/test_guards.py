@@ -1,7 +1,7 @@
 """The guard-byte harness catches what it is for: deliberately broken kernels fail, correct ones pass.
 
 The broken kernels are built with the same `KernelBuilder` as the real ones and
-allocate through `compiler.cpu.buffers`, so they go through exactly the path
+allocate through `compiler.backends.cpu.buffers`, so they go through exactly the path
 the property tests use; one of them repeats issue 13's bug (an int8 tail
 stored as a four-byte int32).
 """
@@ -13,10 +13,10 @@ import pytest
 from tests.support.guards import GuardedHeap, GuardError, guarded_call
 from llvmlite import ir
 
-from vtakit.compiler import cpu
-from vtakit.compiler.cpu import buffers
-from vtakit.compiler.cpu.irgen import F32, I8, I32, KernelBuilder, pointer
-from vtakit.compiler.cpu.jit import compile_ir
+from vtakit.compiler.backends import cpu
+from vtakit.compiler.backends.cpu import buffers
+from vtakit.compiler.backends.cpu.irgen import F32, I8, I32, KernelBuilder, pointer
+from vtakit.compiler.backends.cpu.jit import compile_ir
 
 
 def _copy_kernel(count: int, first: int, last: int):
@@ -98,7 +98,7 @@ def test_a_kernel_that_writes_its_input_is_caught():
 
 
 def test_a_result_not_from_the_allocation_point_is_caught():
-    with pytest.raises(GuardError, match="did not come from compiler.cpu.buffers"):
+    with pytest.raises(GuardError, match="did not come from compiler.backends.cpu.buffers"):
         guarded_call(lambda x: np.empty_like(x), np.ones(8, np.float32))
 
 

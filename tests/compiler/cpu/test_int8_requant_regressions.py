@@ -13,12 +13,12 @@ import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
-from vtakit.compiler import cpu
-from vtakit.compiler.hostops.checks import Requant
-from vtakit.compiler.cpu.conv import ConvKernel, _build_conv
-from vtakit.compiler.cpu.gemm import Tile
-from vtakit.compiler.hostops.conv import ConvGeometry
-from vtakit.compiler.cpu.jit import host_target
+from vtakit.compiler.backends import cpu
+from vtakit.compiler.backends.host.checks import Requant
+from vtakit.compiler.backends.cpu.conv import ConvKernel, _build_conv
+from vtakit.compiler.backends.cpu.gemm import Tile
+from vtakit.compiler.backends.host.conv import ConvGeometry
+from vtakit.compiler.backends.cpu.jit import host_target
 
 # (input channels, output channels, size, kernel, pad): the shapes of the issue
 ISSUE_SHAPES = [(192, 1152, 7, 1, 0), (64, 64, 7, 3, 1), (253, 1063, 9, 3, 1)]

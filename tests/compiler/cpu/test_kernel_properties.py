@@ -1,4 +1,4 @@
-"""Property-based tests of every host kernel family of compiler.cpu, each call under the guard harness (issue 13).
+"""Property-based tests of every host kernel family of compiler.backends.cpu, each call under the guard harness (issue 13).
 
 Random shapes (see kernel_cases) against independent numpy references (see
 kernel_properties); `[fast]` runs in `make test`, `[sweep]` (200 cases) in

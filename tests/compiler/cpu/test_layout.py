@@ -4,8 +4,8 @@ from tests.support import cpu_reference as ref
 import numpy as np
 import pytest
 
-from vtakit.compiler import cpu
-from vtakit.compiler.vta.runtime import pack_activation, unpack_activation
+from vtakit.compiler.backends import cpu
+from vtakit.compiler.backends.vta.runtime import pack_activation, unpack_activation
 
 DTYPES = [np.float32, np.int8, np.int32]
 

@@ -4,7 +4,7 @@ from tests.support import cpu_reference as ref
 import numpy as np
 import pytest
 
-from vtakit.compiler import cpu
+from vtakit.compiler.backends import cpu
 
 # (H, W, kernel, stride, pads (t, l, b, r), ceil_mode)
 WINDOWS = [

@@ -11,8 +11,8 @@ from tests.support import cpu_reference as ref
 import numpy as np
 import pytest
 
-from vtakit.compiler import cpu
-from vtakit.compiler.cpu import jit
+from vtakit.compiler.backends import cpu
+from vtakit.compiler.backends.cpu import jit
 
 
 @pytest.fixture(params=[256, 128])

@@ -10,7 +10,7 @@ dimension" checks of softmax and matmul could never fire.  Layout kernels
 import numpy as np
 import pytest
 
-from vtakit.compiler import cpu, cuda
+from vtakit.compiler.backends import cpu, cuda
 from vtakit.errors import CompileError
 
 SCALAR = np.array(-1.5, np.float32)

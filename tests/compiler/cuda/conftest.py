@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 
-from vtakit.compiler import cuda
+from vtakit.compiler.backends import cuda
 
 @pytest.fixture(scope="session")
 def emulator() -> cuda.Emulator:

@@ -9,9 +9,9 @@ batches and groups.
 import numpy as np
 import pytest
 
-from vtakit.compiler import cpu, cuda
-from vtakit.compiler.cuda import DeviceArray
-from vtakit.compiler.graph.execute import _dequantize_linear, _quantize_linear
+from vtakit.compiler.backends import cpu, cuda
+from vtakit.compiler.backends.cuda import DeviceArray
+from vtakit.compiler.ops.execute import _dequantize_linear, _quantize_linear
 from vtakit.errors import CompileError, DeviceError
 
 

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from tests.support.sweep import budgets, check
 
-from vtakit.compiler import cuda
-from vtakit.compiler.cuda import DeviceArray
+from vtakit.compiler.backends import cuda
+from vtakit.compiler.backends.cuda import DeviceArray
 
 GEMM_BLOCKS = 16  # blocks x K steps of one emulated GEMM launch (about 20 ms each)
 BIG_GEMM_BLOCKS = 200  # the same for cases with more than 1,000 channels (a few percent of them)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vtakit.compiler import cuda
-from vtakit.compiler.cpu.irgen import F32
-from vtakit.compiler.cuda.emulate import GUARD_BYTES
-from vtakit.compiler.cuda.kernel import grid_1d, make_kernel
+from vtakit.compiler.backends import cuda
+from vtakit.compiler.backends.cpu.irgen import F32
+from vtakit.compiler.backends.cuda.emulate import GUARD_BYTES
+from vtakit.compiler.backends.cuda.kernel import grid_1d, make_kernel
 from vtakit.errors import DeviceError
 
 

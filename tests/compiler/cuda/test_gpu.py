@@ -6,7 +6,8 @@ import pytest
 
 import vtakit
 from tests.support.gpu_marks import needs_gpu
-from vtakit.compiler import cpu, cuda, zoo
+from vtakit.compiler.backends import cpu, cuda
+from vtakit.compiler import zoo
 
 pytestmark = needs_gpu
 

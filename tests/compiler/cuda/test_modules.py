@@ -11,8 +11,9 @@ import pytest
 import vtakit
 from tests.support.gpu_marks import GPU_OK
 from vtakit.cli import main
-from vtakit.compiler import cuda, zoo
-from vtakit.compiler.graph import CompiledModule
+from vtakit.compiler.backends import cuda
+from vtakit.compiler import zoo
+from vtakit.compiler.module.compiled import CompiledModule
 from vtakit.errors import CompileError, DeviceError
 
 

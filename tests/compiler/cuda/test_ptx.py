@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from tests.support.gpu_marks import needs_ptxas
-from vtakit.compiler import cuda
-from vtakit.compiler.cuda import target
+from vtakit.compiler.backends import cuda
+from vtakit.compiler.backends.cuda import target
 from vtakit.errors import CompileError
 
 F32, I8, I32 = np.float32, np.int8, np.int32

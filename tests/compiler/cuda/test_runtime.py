@@ -9,9 +9,9 @@ import pytest
 
 from tests.support.fake_driver import FakeDriver, CUresult
 from tests.support.gpu_marks import GPU_OK
-from vtakit.compiler import cpu, cuda
-from vtakit.compiler.cuda import kernel as kernel_module
-from vtakit.compiler.cuda import runtime
+from vtakit.compiler.backends import cpu, cuda
+from vtakit.compiler.backends.cuda import kernel as kernel_module
+from vtakit.compiler.backends.cuda import runtime
 from vtakit.errors import DeviceError
 
 

@@ -8,9 +8,9 @@ import pytest
 
 from vtakit.cli import main
 from vtakit.compiler import zoo
-from vtakit.compiler.graph.accuracy import accuracy_report, compare
-from vtakit.compiler.graph.build import compile_module, float_and_int8, optimize
-from vtakit.compiler.graph.onnx_frontend import import_onnx
+from vtakit.compiler.quant.accuracy import accuracy_report, compare
+from vtakit.compiler.pipeline import compile_module, float_and_int8, optimize
+from vtakit.compiler.frontend.onnx_import import import_onnx
 from vtakit.errors import CompileError
 
 

@@ -1,13 +1,12 @@
-"""The four ways of choosing an activation's power-of-two exponent (compiler.graph.calibration)."""
+"""The four ways of choosing an activation's power-of-two exponent (compiler.quant.calibration)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from vtakit.compiler.graph.calibration import (
-    KL_CLIPPED, METHODS, PERCENTILE_CLIPPED, Histogram, MethodCalibration, calibrate, check_method)
-from vtakit.compiler.graph.quantize import Calibration, ideal_exponent
+from vtakit.compiler.quant.calibration import KL_CLIPPED, METHODS, PERCENTILE_CLIPPED, Histogram, MethodCalibration, calibrate, check_method
+from vtakit.compiler.quant.quantize import Calibration, ideal_exponent
 from vtakit.errors import CompileError
 
 
@@ -97,7 +96,7 @@ def test_histogram_widening_is_exact():
 
 
 def test_methods_over_several_samples_and_a_graph():
-    from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
+    from vtakit.compiler.ir import Graph, Node, TensorInfo
 
     g = Graph([Node("Relu", "r", ["x"], ["y"])], {"x": TensorInfo((1, 4, 8, 8), "float32"),
                                                  "y": TensorInfo((1, 4, 8, 8), "float32")}, ["x"], ["y"])

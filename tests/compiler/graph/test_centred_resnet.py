@@ -19,7 +19,7 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
 def test_centred_resnet18_reaches_the_issue_cosine_with_the_defaults():
     """As `benchmarks/int8_accuracy.py resnet18-centred --inputs 8 --sim`: measured 0.9917 (min 0.9896) with
     the auto recipe (mse calibration, wide residual pairs), 0.9858 with the fallback recipe."""
-    from vtakit.compiler.graph import compile_module
+    from vtakit.compiler.pipeline import compile_module
     from vtakit.compiler.zoo.resnet import STAGE_BLOCKS, resnet
 
     model = resnet("resnet18", STAGE_BLOCKS["resnet18"], seed=0, centred=True)

@@ -1,4 +1,4 @@
-"""Depthwise inputs the host quantizes, filled channel by channel (compiler.graph.channel_fill)."""
+"""Depthwise inputs the host quantizes, filled channel by channel (compiler.quant.techniques.channel_fill)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,13 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import vtakit.compiler.graph.build as build
-from vtakit.compiler.graph import compile_module
-from vtakit.compiler.graph.build import optimize
-from vtakit.compiler.graph.channel_fill import (BALANCE_EXTRA_BITS, HEADROOM_BITS, MAX_BITS, ChannelFill, apply_channel_fill,
-                                                balanced_bits, candidates, fill_bits, plan_channel_fill)
-from vtakit.compiler.graph.channel_scales import CHANNEL_SPREAD
-from vtakit.compiler.graph.execute import run_graph
-from vtakit.compiler.graph.onnx_frontend import import_onnx
+from vtakit.compiler import pipeline
+from vtakit.compiler.pipeline import compile_module
+from vtakit.compiler.pipeline import optimize
+from vtakit.compiler.quant.techniques.channel_fill import BALANCE_EXTRA_BITS, HEADROOM_BITS, MAX_BITS, ChannelFill, apply_channel_fill, balanced_bits, candidates, fill_bits, plan_channel_fill
+from vtakit.compiler.quant.techniques.channel_scales import CHANNEL_SPREAD
+from vtakit.compiler.ops.execute import run_graph
+from vtakit.compiler.frontend.onnx_import import import_onnx
 
 C = 16
 SPREAD = np.float32(2.0) ** -(np.arange(C) % 8).astype(np.float32)  # channel c spans 2**-(c % 8) of the largest
@@ -91,7 +90,7 @@ def test_filling_lowers_the_int8_error_and_the_simulator_agrees(config, dense, m
     assert "channel_fill" in filled.notes["calibration"]
     x = tests[0]
     assert np.array_equal(filled.run(x, device="cpu")["y"], filled.run(x, device="fsim")["y"])
-    monkeypatch.setattr(build, "plan_channel_fill", lambda g, samples: ChannelFill())
+    monkeypatch.setattr(pipeline, "plan_channel_fill", lambda g, samples: ChannelFill())
     plain = compile_module(model, config, calibrate=cal)
     assert "channel_fill" not in plain.notes["calibration"]
     # the small channels had 7 bits fewer than the largest; filled, they lose at most HEADROOM_BITS

@@ -9,8 +9,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import vtakit
-from vtakit.compiler.graph.channel_scales import CHANNEL_SPREAD, channel_weight_exps, fit_bias
-from vtakit.compiler.graph.quantize import EXP_RANGE, _weight_exp, ideal_exponent
+from vtakit.compiler.quant.techniques.channel_scales import CHANNEL_SPREAD, channel_weight_exps, fit_bias
+from vtakit.compiler.quant.quantize import EXP_RANGE, _weight_exp, ideal_exponent
 
 RNG = np.random.default_rng(16)
 
@@ -93,8 +93,8 @@ def test_per_channel_network_is_bit_identical_on_host_fsim_and_cycle_model(compi
 
 
 def test_channels_split_only_where_that_halves_the_weights_squared_error(monkeypatch):
-    from vtakit.compiler.graph import channel_scales
-    from vtakit.compiler.graph.channel_scales import weight_exps
+    from vtakit.compiler.quant.techniques import channel_scales
+    from vtakit.compiler.quant.techniques.channel_scales import weight_exps
 
     monkeypatch.setattr(channel_scales, "CHANNEL_GAIN", 2.0)    # the rule at a gain of 2 (the default is 1)
 
@@ -108,7 +108,7 @@ def test_channels_split_only_where_that_halves_the_weights_squared_error(monkeyp
 def test_channel_shifts_stay_below_32():
     """A channel whose weights are 2**-20 of the others' would need a shift past 31 (the light zoo's
     zoo had such a layer, refused before): it gets the coarsest exponent a 31-bit shift expresses."""
-    from vtakit.compiler.graph.quantize import _linear_requant
+    from vtakit.compiler.quant.quantize import _linear_requant
 
     w = RNG.standard_normal((4, 16)).astype(np.float32)
     w[3] *= 2.0 ** -20

@@ -1,4 +1,4 @@
-"""Cross-layer equalization and bias correction (compiler.graph.equalize)."""
+"""Cross-layer equalization and bias correction (compiler.quant.techniques.equalize)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,11 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from vtakit.compiler.graph.build import optimize
-from vtakit.compiler.graph.equalize import (
-    _in_ranges, _out_ranges, correct_bias, equalizable_pairs, equalize, input_means)
-from vtakit.compiler.graph.execute import run_graph
-from vtakit.compiler.graph.onnx_frontend import import_onnx
-from vtakit.compiler.graph.quantize import weight_roundtrip
+from vtakit.compiler.pipeline import optimize
+from vtakit.compiler.quant.techniques.equalize import _in_ranges, _out_ranges, correct_bias, equalizable_pairs, equalize, input_means
+from vtakit.compiler.ops.execute import run_graph
+from vtakit.compiler.frontend.onnx_import import import_onnx
+from vtakit.compiler.quant.quantize import weight_roundtrip
 
 C = 8
 

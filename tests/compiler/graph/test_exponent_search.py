@@ -8,13 +8,12 @@ import pytest
 
 from vtakit.cli import main
 from vtakit.compiler import zoo
-from vtakit.compiler.graph.build import compile_module, float_and_int8, optimize
-from vtakit.compiler.graph.calibration import calibrate
-from vtakit.compiler.graph.execute import run_graph
-from vtakit.compiler.graph.exponent_search import (_Runner, _groups_in_order, first_difference, float_outputs, keep_float_until,
-                                                   output_cosine, output_error)
-from vtakit.compiler.graph.onnx_frontend import import_onnx
-from vtakit.compiler.graph.quantize import quantize
+from vtakit.compiler.pipeline import compile_module, float_and_int8, optimize
+from vtakit.compiler.quant.calibration import calibrate
+from vtakit.compiler.ops.execute import run_graph
+from vtakit.compiler.quant.exponent_search import _Runner, _groups_in_order, first_difference, float_outputs, keep_float_until, output_cosine, output_error
+from vtakit.compiler.frontend.onnx_import import import_onnx
+from vtakit.compiler.quant.quantize import quantize
 from vtakit.errors import CompileError
 
 

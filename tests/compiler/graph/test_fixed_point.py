@@ -7,11 +7,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import vtakit
-from vtakit.compiler.graph.build import float_and_int8, optimize
-from vtakit.compiler.graph.execute import run_graph
-from vtakit.compiler.graph.fixed_point import check_requant, weight_roundtrip, weight_scales
-from vtakit.compiler.graph.onnx_frontend import import_onnx
-from vtakit.compiler.graph.quantize import weight_roundtrip as pow2_roundtrip
+from vtakit.compiler.pipeline import float_and_int8, optimize
+from vtakit.compiler.ops.execute import run_graph
+from vtakit.compiler.quant.techniques.fixed_point import check_requant, weight_roundtrip, weight_scales
+from vtakit.compiler.frontend.onnx_import import import_onnx
+from vtakit.compiler.quant.quantize import weight_roundtrip as pow2_roundtrip
 from vtakit.errors import CompileError
 from vtakit.isa.opcodes import MemId
 

@@ -8,7 +8,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from vtakit.compiler import zoo
-from vtakit.compiler.graph import import_onnx
+from vtakit.compiler.frontend.onnx_import import import_onnx
 from vtakit.errors import CompileError
 
 

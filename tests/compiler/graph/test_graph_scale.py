@@ -13,9 +13,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from vtakit.compiler.graph import import_onnx, optimize
-from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
-from vtakit.compiler.graph.plan import plan_dram
+from vtakit.compiler.frontend.onnx_import import import_onnx
+from vtakit.compiler.pipeline import optimize
+from vtakit.compiler.ir import Graph, Node, TensorInfo
+from vtakit.compiler.module.dram_plan import plan_dram
 from vtakit.isa.config import HwConfig
 
 C = 4  # channels
@@ -167,7 +168,7 @@ def test_toposort_is_linear_and_keeps_an_ordered_graph_as_it_is():
 
 def first_fit(cfg: HwConfig, acts: dict[str, tuple[int, int, int]]) -> dict[str, int]:
     """The plan's placement as it was written first: each buffer checked against every one placed."""
-    from vtakit.compiler.graph.plan import alignment
+    from vtakit.compiler.module.dram_plan import alignment
     from vtakit.isa.arith import round_up
 
     a, placed, where = alignment(cfg), [], {}
@@ -219,7 +220,7 @@ def test_producer_lookups_follow_the_node_list_and_are_not_pickled():
 
 def test_compiling_asks_for_the_producer_map_a_fixed_number_of_times(monkeypatch):
     """Lowering each accelerator conv rebuilt the graph's producer map (a walk per conv)."""
-    from vtakit.compiler.graph import compile_module
+    from vtakit.compiler.pipeline import compile_module
 
     builds = []
     producers = Graph.producers

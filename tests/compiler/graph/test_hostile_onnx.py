@@ -14,10 +14,10 @@ from onnx import helper as h
 from onnx import numpy_helper as nh
 
 from vtakit.cli import main
-from vtakit.compiler.graph import limits
-from vtakit.compiler.graph.limits import use_limits
-from vtakit.compiler.graph.onnx_frontend import import_onnx
-from vtakit.compiler.graph.ops.reference import attrs_to_ir
+from vtakit.compiler.frontend import limits
+from vtakit.compiler.frontend.limits import use_limits
+from vtakit.compiler.frontend.onnx_import import import_onnx
+from vtakit.compiler.ops.onnx_reference import attrs_to_ir
 from vtakit.errors import CompileError
 
 W = np.arange(12, dtype=np.float32).reshape(3, 4)
@@ -69,7 +69,7 @@ def test_external_data_is_read_from_the_models_folder_not_the_cwd(tmp_path, monk
 
 
 def test_a_legitimate_external_data_model_compiles_from_another_folder(tmp_path, monkeypatch):
-    from vtakit.compiler.graph import compile_module
+    from vtakit.compiler.pipeline import compile_module
 
     path = save_external(tmp_path / "model")
     monkeypatch.chdir(tmp_path)
@@ -215,7 +215,7 @@ def test_the_model_limit_counts_every_folded_constant():
 
 
 def test_declared_input_shapes_are_checked_before_calibration_allocates_them():
-    from vtakit.compiler.graph import compile_module
+    from vtakit.compiler.pipeline import compile_module
 
     g = h.make_graph([h.make_node("Relu", ["x"], ["y"], name="r")], "g",
                      [h.make_tensor_value_info("x", T.FLOAT, [1 << 20, 1 << 20])],
@@ -399,7 +399,7 @@ def test_broken_declarations_are_named(tmp_path):
 
 def test_folds_are_counted_against_the_model_before_they_are_evaluated(monkeypatch):
     """Each Expand is within the tensor limit; the second would pass the model's: it is never evaluated."""
-    from vtakit.compiler.graph import onnx_frontend
+    from vtakit.compiler.frontend import onnx_import
 
     model = expand_model([256, 256])
     grow2 = h.make_node("Expand", ["one", "s"], ["big2"], name="grow2")
@@ -407,8 +407,8 @@ def test_folds_are_counted_against_the_model_before_they_are_evaluated(monkeypat
     model.graph.node.append(h.make_node("ReduceSum", ["big2"], ["y2"], name="sum2", keepdims=0))
     model.graph.output.append(h.make_tensor_value_info("y2", T.FLOAT, []))
     evaluated = []
-    real = onnx_frontend.evaluate
-    monkeypatch.setattr(onnx_frontend, "evaluate", lambda op, *a: evaluated.append(op) or real(op, *a))
+    real = onnx_import.evaluate
+    monkeypatch.setattr(onnx_import, "evaluate", lambda op, *a: evaluated.append(op) or real(op, *a))
     with use_limits(tensor_mb=0.3, model_mb=0.4), \
             pytest.raises(CompileError, match=r"node 'grow2' \(Expand\): output 'big2' .*limit per model"):
         import_onnx(model)

@@ -9,8 +9,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import vtakit
-from vtakit.compiler.graph.module import CompiledModule
-from vtakit.compiler.vta.lowering import ONES
+from vtakit.compiler.module.compiled import CompiledModule
+from vtakit.compiler.backends.vta.lowering import ONES
 from vtakit.isa.opcodes import MemId
 
 RNG = np.random.default_rng(616)

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from vtakit.cli import main
-from vtakit.compiler.graph import CompiledModule
-from vtakit.compiler.graph.lower import ActBuffer
-from vtakit.compiler.graph.module_file import read_module, write_module
-from vtakit.compiler.graph.runner import NonFiniteInputWarning
+from vtakit.compiler.module.compiled import CompiledModule
+from vtakit.compiler.passes.lower import ActBuffer
+from vtakit.compiler.module.container import read_module, write_module
+from vtakit.compiler.module.runner import NonFiniteInputWarning
 from vtakit.errors import CompileError
 from vtakit.isa.config import HwConfig
 from vtakit.isa.fields import mem_layout
@@ -256,7 +256,7 @@ CASES = {
 def test_tampered_field_is_one_error_before_any_run(saved, tmp_path, case, monkeypatch):
     edit, match = CASES[case]
     path = tampered(saved, tmp_path, edit)
-    from vtakit.compiler.graph import runner
+    from vtakit.compiler.module import runner
 
     monkeypatch.setattr(runner, "bind", lambda *a: pytest.fail("a tampered module reached a device"))
     refused(path, match)

@@ -8,7 +8,7 @@ import pytest
 from tests.support.qdq_models import qlinear_conv_model
 import vtakit
 from vtakit.compiler import zoo
-from vtakit.compiler.graph import CompiledModule
+from vtakit.compiler.module.compiled import CompiledModule
 from vtakit.errors import CompileError, DeviceError
 from vtakit.isa.config import HwConfig
 from vtakit.sim import SimDevice

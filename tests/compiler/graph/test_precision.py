@@ -18,10 +18,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 import vtakit
 from vtakit.compiler import zoo
-from vtakit.compiler.graph import import_onnx, optimize
-from vtakit.compiler.graph.onnx_frontend import PRECISION, SUPPORTED, Precision
-from vtakit.compiler.graph.quantize import SAME_SCALE_OPS, _int8_form, precision_plan
-from vtakit.compiler.graph.recipe import FALLBACK
+from vtakit.compiler.frontend.onnx_import import import_onnx
+from vtakit.compiler.pipeline import optimize
+from vtakit.compiler.frontend.onnx_import import PRECISION, SUPPORTED, Precision
+from vtakit.compiler.quant.quantize import SAME_SCALE_OPS, _int8_form, precision_plan
+from vtakit.compiler.quant.recipe import FALLBACK
 
 Tail = tuple[list, list, Callable[[np.ndarray], np.ndarray]]  # ONNX nodes, initializers, numpy meaning
 

@@ -19,11 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
-from vtakit.compiler.graph import import_onnx, optimize
-from vtakit.compiler.graph.execute import run_graph
-from vtakit.compiler.graph.ir import Graph
-from vtakit.compiler.graph.onnx_frontend import PRECISION, Precision
-from vtakit.compiler.graph.quantize import SAME_SCALE_OPS, calibrate, quantize
+from vtakit.compiler.frontend.onnx_import import import_onnx
+from vtakit.compiler.pipeline import optimize
+from vtakit.compiler.ops.execute import run_graph
+from vtakit.compiler.ir import Graph
+from vtakit.compiler.frontend.onnx_import import PRECISION, Precision
+from vtakit.compiler.quant.quantize import SAME_SCALE_OPS, calibrate, quantize
 
 C, HW, K = 4, 4, 8  # channels, image side, dense width: few shapes, so the host kernels' JIT cache hits
 INT8_COMPUTE = ("QConv", "QDense", "QAdd")

@@ -1,4 +1,4 @@
-"""Quantized models in (compiler/graph/qdq.py): ONNX Runtime QDQ models keep their scales."""
+"""Quantized models in (compiler/quant/qdq.py): ONNX Runtime QDQ models keep their scales."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pytest
 from onnx import numpy_helper
 
 from tests.support.qdq_models import ort_qdq, ort_run, power_of_two, qlinear_conv_model
-from vtakit.compiler.graph.build import compile_module, optimize
-from vtakit.compiler.graph.calibration import calibrate
-from vtakit.compiler.graph.onnx_frontend import import_onnx
-from vtakit.compiler.graph.execute import run_graph
-from vtakit.compiler.graph.qdq import scale_exponent
+from vtakit.compiler.pipeline import compile_module, optimize
+from vtakit.compiler.quant.calibration import calibrate
+from vtakit.compiler.frontend.onnx_import import import_onnx
+from vtakit.compiler.ops.execute import run_graph
+from vtakit.compiler.quant.qdq import scale_exponent
 from vtakit.compiler.zoo import digits_cnn, digits_data
 from vtakit.errors import CompileError
 
@@ -194,7 +194,7 @@ def test_constant_dequantize_folds_as_onnx_defines_it():
     from onnx import TensorProto, helper
     from onnx.reference import ReferenceEvaluator
 
-    from vtakit.compiler.graph.qdq import NOTE_KEY
+    from vtakit.compiler.quant.qdq import NOTE_KEY
 
     rng = np.random.default_rng(1)
     q = rng.integers(-127, 128, (4, 3)).astype(np.int8)

@@ -1,4 +1,4 @@
-"""Range scaling (compiler.graph.range_scale): activation groups rescaled to fill the int8 range."""
+"""Range scaling (compiler.quant.techniques.range_scale): activation groups rescaled to fill the int8 range."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from vtakit.errors import CompileError
-from vtakit.compiler.graph import compile_module
-from vtakit.compiler.graph.build import float_and_int8, optimize
-from vtakit.compiler.graph.execute import run_graph
-from vtakit.compiler.graph.onnx_frontend import import_onnx
-from vtakit.compiler.graph.quantize import ideal_exponent
-from vtakit.compiler.graph.recipe import FALLBACK
-from vtakit.compiler.graph.range_scale import MARGIN, apply_factors, best_factor, check_mode, observe_amax, plan_factors
+from vtakit.compiler.pipeline import compile_module
+from vtakit.compiler.pipeline import float_and_int8, optimize
+from vtakit.compiler.ops.execute import run_graph
+from vtakit.compiler.frontend.onnx_import import import_onnx
+from vtakit.compiler.quant.quantize import ideal_exponent
+from vtakit.compiler.quant.recipe import FALLBACK
+from vtakit.compiler.quant.techniques.range_scale import MARGIN, apply_factors, best_factor, check_mode, observe_amax, plan_factors
 
 C = 16
 

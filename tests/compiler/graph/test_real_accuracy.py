@@ -35,7 +35,7 @@ def test_state_dict_reader_and_float_model_classify_the_cat(lite0):
 
 
 def test_int8_on_the_accelerator_follows_float_on_photos(lite0):
-    from vtakit.compiler.graph import compile_module
+    from vtakit.compiler.pipeline import compile_module
 
     cal = [real_models.preprocess(v)[None] for _, v in photos.calibration_views(8)]
     xs = [real_models.preprocess(v) for _, v in photos.test_views()]
@@ -55,7 +55,7 @@ def test_keep_float_until_meets_the_issue_targets_for_top1_and_cosine(lite0):
     output cosine reaches 0.99): measured 100 % top-1, 90.8 % top-5 overlap, cosine 0.9958 (README);
     the floors are the issue's targets (>= 95 % top-1, >= 90 % top-5, cosine >= 0.98 for the mobile
     network)."""
-    from vtakit.compiler.graph import compile_module
+    from vtakit.compiler.pipeline import compile_module
 
     cal = [real_models.preprocess(v)[None] for _, v in photos.calibration_views(8)]
     xs = [real_models.preprocess(v) for _, v in photos.test_views()]
@@ -71,8 +71,8 @@ def test_keep_float_until_meets_the_issue_targets_for_top1_and_cosine(lite0):
 def test_the_fallback_recipe_stays_above_its_floors(lite0):
     """The recipe the search starts from (recipe.FALLBACK, the defaults before it): measured 91.7 % / 90.8 %
     / 0.9904 (worst 0.965), below the auto recipe's 95.8 % / 92.5 % / 0.9943 (worst 0.982)."""
-    from vtakit.compiler.graph import compile_module
-    from vtakit.compiler.graph.recipe import FALLBACK
+    from vtakit.compiler.pipeline import compile_module
+    from vtakit.compiler.quant.recipe import FALLBACK
 
     cal = [real_models.preprocess(v)[None] for _, v in photos.calibration_views(8)]
     xs = [real_models.preprocess(v) for _, v in photos.test_views()]

@@ -1,7 +1,7 @@
 """Real pretrained OCR networks in int8.  PP-OCRv4's text detector (DBNet) from RapidOCR's wheel, calibrated on rendered
 pages and run on views of scikit-image's `page` scan against float onnxruntime.  Its depthwise convs read
 tensors the host quantizes (a hardswish and a learned affine run there), whose channel maxima spread
-over 2**6, and so do most of its dense convs: the case compiler/graph/channel_fill.py is for.  Its recognizer (PP-LCNetV3 + SVTR) on text strips:
+over 2**6, and so do most of its dense convs: the case compiler/quant/techniques/channel_fill.py is for.  Its recognizer (PP-LCNetV3 + SVTR) on text strips:
 most of its convs keep int32 results for the host, with per-channel weight exponents.  Skips with the reason when the wheel is
 absent (tests/support/real_models.py says how to get it)."""
 
@@ -26,7 +26,7 @@ REC_COSINE_FLOOR, REC_AGREE_FLOOR = 0.94, 0.93
 def test_text_detector_int8_follows_float_and_the_cycle_model_agrees():
     import onnxruntime as ort
 
-    from vtakit.compiler.graph import compile_module
+    from vtakit.compiler.pipeline import compile_module
 
     try:
         model = real_models.ppocr_det_model(SIZE)
@@ -54,7 +54,7 @@ def test_text_detector_int8_follows_float_and_the_cycle_model_agrees():
 def test_text_recognizer_int8_reads_like_float_and_the_cycle_model_agrees():
     import onnxruntime as ort
 
-    from vtakit.compiler.graph import compile_module
+    from vtakit.compiler.pipeline import compile_module
 
     height, width = 48, 320
     try:

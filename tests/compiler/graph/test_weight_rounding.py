@@ -1,4 +1,4 @@
-"""Int8 weights rounded for each layer's output on the calibration samples (compiler.graph.weight_rounding)."""
+"""Int8 weights rounded for each layer's output on the calibration samples (compiler.quant.techniques.weight_rounding)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tests.support.smooth_inputs import smooth_images
 
-from vtakit.compiler.graph import compile_module
-from vtakit.compiler.graph.build import float_and_int8, optimize
-from vtakit.compiler.graph.equalize import correct_bias
-from vtakit.compiler.graph.ir import Node
-from vtakit.compiler.graph.onnx_frontend import import_onnx
-from vtakit.compiler.graph.report import calibration_lines
-from vtakit.compiler.graph.weight_rounding import MIN_ROWS_PER_INPUT, gptq_round, patch_rows, plan_rounding
+from vtakit.compiler.pipeline import compile_module
+from vtakit.compiler.pipeline import float_and_int8, optimize
+from vtakit.compiler.quant.techniques.equalize import correct_bias
+from vtakit.compiler.ir import Node
+from vtakit.compiler.frontend.onnx_import import import_onnx
+from vtakit.compiler.module.report import calibration_lines
+from vtakit.compiler.quant.techniques.weight_rounding import MIN_ROWS_PER_INPUT, gptq_round, patch_rows, plan_rounding
 from vtakit.compiler.zoo.numpy_ops import conv2d
 from vtakit.errors import CompileError
 

@@ -8,13 +8,12 @@ import numpy as np
 import pytest
 
 import vtakit
-from vtakit.compiler.graph import CompiledModule
-from vtakit.compiler.graph.ir import Graph
-from vtakit.compiler.graph.wide_residual import (WIDE_ADD_REASON, WIDE_CONV_REASON, WIDE_NOTE, add_wide,
-                                                 requantize_wide, wide_bits, widen)
-from vtakit.compiler.graph.ops.accel import lower_qconv
-from vtakit.compiler.vta.lowering import identity_weight
-from vtakit.compiler.vta.te import conv2d_def
+from vtakit.compiler.module.compiled import CompiledModule
+from vtakit.compiler.ir import Graph
+from vtakit.compiler.quant.techniques.wide_residual import WIDE_ADD_REASON, WIDE_CONV_REASON, WIDE_NOTE, add_wide, requantize_wide, wide_bits, widen
+from vtakit.compiler.ops.accel import lower_qconv
+from vtakit.compiler.backends.vta.lowering import identity_weight
+from vtakit.compiler.backends.vta.te import conv2d_def
 from vtakit.compiler.zoo.builder import GraphBuilder
 from vtakit.errors import CompileError
 from vtakit.isa.config import HwConfig

@@ -1,7 +1,7 @@
 """Affine index expressions (compiler/affine.py)."""
 
 import pytest
-from vtakit.compiler.vta.affine import Affine
+from vtakit.compiler.backends.vta.affine import Affine
 
 v = Affine.var
 

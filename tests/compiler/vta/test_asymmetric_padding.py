@@ -4,8 +4,8 @@ convolutions of mobile networks, unpacked and with each reduction packing, bit-e
 import numpy as np
 import pytest
 
-from vtakit.compiler.vta import ops, reference
-from vtakit.compiler.vta.packing import ConvGeometry, ReductionPacking, packing
+from vtakit.compiler.backends.vta import ops, reference
+from vtakit.compiler.backends.vta.packing import ConvGeometry, ReductionPacking, packing
 from vtakit.errors import CompileError
 
 RNG = np.random.default_rng(1617)

@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vtakit.compiler.vta import ops, reference
-from vtakit.compiler.vta.lowering import bias_fits, pack_bias_weight
-from vtakit.compiler.vta.ops import compile_conv2d
-from vtakit.compiler.vta.runtime import pack_activation, pack_bias, pack_weight, resolve_device, run_compiled
-from vtakit.compiler.vta.runtime import unpack_activation
-from vtakit.compiler.vta.templates import ConvKnobs
+from vtakit.compiler.backends.vta import ops, reference
+from vtakit.compiler.backends.vta.lowering import bias_fits, pack_bias_weight
+from vtakit.compiler.backends.vta.ops import compile_conv2d
+from vtakit.compiler.backends.vta.runtime import pack_activation, pack_bias, pack_weight, resolve_device, run_compiled
+from vtakit.compiler.backends.vta.runtime import unpack_activation
+from vtakit.compiler.backends.vta.templates import ConvKnobs
 from vtakit.errors import CompileError
 from vtakit.isa import Alu, AluOp, Gemm, HwConfig, Load, MemId, Store
 

@@ -4,11 +4,11 @@ import re
 from itertools import pairwise
 
 import pytest
-from vtakit.compiler.vta.loopnest import walk
-from vtakit.compiler.vta.lowering.capacity import allocate
-from vtakit.compiler.vta.schedule import Schedule, apply
-from vtakit.compiler.vta.te import conv2d_def, eltwise_def, maxpool_def
-from vtakit.compiler.vta.templates import EltwiseKnobs, eltwise_schedule
+from vtakit.compiler.backends.vta.loopnest import walk
+from vtakit.compiler.backends.vta.lowering.capacity import allocate
+from vtakit.compiler.backends.vta.schedule import Schedule, apply
+from vtakit.compiler.backends.vta.te import conv2d_def, eltwise_def, maxpool_def
+from vtakit.compiler.backends.vta.templates import EltwiseKnobs, eltwise_schedule
 from vtakit.isa.config import HwConfig
 
 from vtakit.errors import CompileError

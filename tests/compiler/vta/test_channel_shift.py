@@ -4,8 +4,8 @@ accumulator buffer (`te.split_channel_shift`), bit-exact against numpy on fsim, 
 import numpy as np
 import pytest
 
-from vtakit.compiler.vta import ops, reference
-from vtakit.compiler.vta.te import conv2d_def, split_channel_shift
+from vtakit.compiler.backends.vta import ops, reference
+from vtakit.compiler.backends.vta.te import conv2d_def, split_channel_shift
 from vtakit.errors import CompileError
 from vtakit.isa.config import HwConfig
 from vtakit.isa.opcodes import AluOp

@@ -1,4 +1,4 @@
-"""Depthwise convolutions on the accelerator as a block-diagonal GEMM (`compiler/vta/depthwise.py`):
+"""Depthwise convolutions on the accelerator as a block-diagonal GEMM (`compiler/backends/vta/depthwise.py`):
 bit-exact against numpy on fsim and the cycle model for channel counts that are not multiples of the
 block, odd sizes, strides 1 and 2, symmetric and asymmetric pads and per-channel shifts; the bias
 added by GEMM where it fits the lanes (else the ALU ADD), with the multiplier epilogue on pynq_mul; the
@@ -7,12 +7,10 @@ placement rule; one RTL run."""
 import numpy as np
 import pytest
 
-from vtakit.compiler.vta import ops, reference
-from vtakit.compiler.vta.depthwise import (DepthwiseKnobs, compile_depthwise, default_depthwise_knobs,
-                                           depthwise_choice, depthwise_cost, depthwise_def, depthwise_shape,
-                                           host_cycles, pack_depthwise_weight, simulated_cycles)
-from vtakit.compiler.vta.lowering import ONES, bias_fits, pack_bias_weight
-from vtakit.compiler.vta.runtime import pack_activation, pack_bias, resolve_device, run_compiled, unpack_activation
+from vtakit.compiler.backends.vta import ops, reference
+from vtakit.compiler.backends.vta.depthwise import DepthwiseKnobs, compile_depthwise, default_depthwise_knobs, depthwise_choice, depthwise_cost, depthwise_def, depthwise_shape, host_cycles, pack_depthwise_weight, simulated_cycles
+from vtakit.compiler.backends.vta.lowering import ONES, bias_fits, pack_bias_weight
+from vtakit.compiler.backends.vta.runtime import pack_activation, pack_bias, resolve_device, run_compiled, unpack_activation
 from vtakit.errors import CompileError
 from vtakit.isa.config import HwConfig
 from vtakit.isa.opcodes import MemId

@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vtakit.compiler.vta import ops, reference
-from vtakit.compiler.vta.lowering.pool import after_pool, anchor_tap, halo_rows
-from vtakit.compiler.vta.ops import compile_conv2d
-from vtakit.compiler.vta.te import AluStep, PoolWindow
-from vtakit.compiler.vta.templates import ConvKnobs
+from vtakit.compiler.backends.vta import ops, reference
+from vtakit.compiler.backends.vta.lowering.pool import after_pool, anchor_tap, halo_rows
+from vtakit.compiler.backends.vta.ops import compile_conv2d
+from vtakit.compiler.backends.vta.te import AluStep, PoolWindow
+from vtakit.compiler.backends.vta.templates import ConvKnobs
 from vtakit.errors import CompileError
 from vtakit.isa import Alu, AluOp, HwConfig, Store
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vtakit.compiler.vta import reference
-from vtakit.compiler.vta.ops import compile_conv2d
-from vtakit.compiler.vta.runtime import pack_activation, pack_bias, pack_weight, resolve_device, run_compiled
-from vtakit.compiler.vta.runtime import unpack_activation
+from vtakit.compiler.backends.vta import reference
+from vtakit.compiler.backends.vta.ops import compile_conv2d
+from vtakit.compiler.backends.vta.runtime import pack_activation, pack_bias, pack_weight, resolve_device, run_compiled
+from vtakit.compiler.backends.vta.runtime import unpack_activation
 from vtakit.errors import CompileError
-from vtakit.compiler.vta.templates import ConvKnobs
+from vtakit.compiler.backends.vta.templates import ConvKnobs
 from vtakit.isa import Alu, AluOp, Gemm, HwConfig, Load, MemId, Store
 
 # (n, c_in, h, w, c_out, kernel, stride, pad): block multiples, odd channel counts and odd sizes
@@ -73,7 +73,7 @@ def test_fused_residual_on_pynq_adds_by_one_gemm_pass() -> None:
 def test_idle_clip_of_a_shifted_residual_sum_is_dropped() -> None:
     """int8 + int8 shifted right by one fits int8: the second clip's MIN 127 cannot act and is not
     emitted (one compute cycle less per output entry); with no shift both bounds stay."""
-    from vtakit.compiler.vta.te import AluStep, drop_idle_clips
+    from vtakit.compiler.backends.vta.te import AluStep, drop_idle_clips
 
     cfg = HwConfig.preset("pynq")
     kw = dict(x_shape=(1, 16, 4, 4), w_shape=(16, 16, 1, 1), shift=4, clip=(-128, 127))
@@ -111,7 +111,7 @@ def test_first_clip_bound_masked_by_the_sums_clip_is_dropped() -> None:
                                             ((-128, 127), (0, (-128, 127)))])
 def test_dropped_clip_bounds_keep_every_value(clip, residual) -> None:
     """drop_masked_bounds against the full epilogue on every value in reach and every int8 residual."""
-    from vtakit.compiler.vta.te import AluStep, drop_idle_clips, drop_masked_bounds, epilogue
+    from vtakit.compiler.backends.vta.te import AluStep, drop_idle_clips, drop_masked_bounds, epilogue
 
     cfg = HwConfig.preset("pynq")
     head = epilogue(cfg, None, 3, clip)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from vtakit.compiler.vta.heuristics import FIT, CostFit, default_conv_knobs
-from vtakit.compiler.vta.layers import RESNET18
+from vtakit.compiler.backends.vta.heuristics import FIT, CostFit, default_conv_knobs
+from vtakit.compiler.backends.vta.layers import RESNET18
 from vtakit.isa import HwConfig
 from vtakit.scheduling.measure import measure_conv
 from vtakit.scheduling.task import task_from_layer

@@ -1,8 +1,8 @@
 """The loop-nest IR (compiler/loopnest.py): tile boxes and the statement walk."""
 
-from vtakit.compiler.vta.loopnest import walk
-from vtakit.compiler.vta.schedule import Schedule, apply
-from vtakit.compiler.vta.te import conv2d_def
+from vtakit.compiler.backends.vta.loopnest import walk
+from vtakit.compiler.backends.vta.schedule import Schedule, apply
+from vtakit.compiler.backends.vta.te import conv2d_def
 from vtakit.isa.config import HwConfig
 
 CFG = HwConfig.preset("pynq")

@@ -5,11 +5,10 @@ and the cycle model, never wraps int32, and a configuration without MUL refuses 
 import numpy as np
 import pytest
 
-from vtakit.compiler.graph.channel_scales import requantize_channels
-from vtakit.compiler.graph.fixed_point import (INT32_MAX, MULT_BITS, VECTOR_ERROR, best_fixed_point,
-                                               epilogue_error, fixed_point)
-from vtakit.compiler.vta import ops, reference
-from vtakit.compiler.vta.te import conv2d_def
+from vtakit.compiler.quant.techniques.channel_scales import requantize_channels
+from vtakit.compiler.quant.techniques.fixed_point import INT32_MAX, MULT_BITS, VECTOR_ERROR, best_fixed_point, epilogue_error, fixed_point
+from vtakit.compiler.backends.vta import ops, reference
+from vtakit.compiler.backends.vta.te import conv2d_def
 from vtakit.errors import CompileError
 from vtakit.isa.config import HwConfig
 from vtakit.isa.opcodes import AluOp

@@ -1,7 +1,7 @@
 """End-to-end tests of the operator API (`vtakit.ops`): numpy in, simulator, numpy out.
 
 Every result is compared exactly (dtype and values) with the numpy references in
-`vtakit.compiler.vta.reference`, on the functional ("fsim") and the cycle ("sim")
+`vtakit.compiler.backends.vta.reference`, on the functional ("fsim") and the cycle ("sim")
 simulator.  Every bad input must be a CompileError / DeviceError naming the
 problem: never a wrong result and never a bare numpy/Python error.
 """
@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import vtakit.ops as ops
-from vtakit.compiler.vta import reference
-from vtakit.compiler.vta.schedule import Schedule
-from vtakit.compiler.vta.templates import ConvKnobs, EltwiseKnobs, conv_schedule
+from vtakit.compiler.backends.vta import reference
+from vtakit.compiler.backends.vta.schedule import Schedule
+from vtakit.compiler.backends.vta.templates import ConvKnobs, EltwiseKnobs, conv_schedule
 from vtakit.errors import CompileError, DeviceError, VtaError
 from vtakit.isa.config import HwConfig
 from vtakit.sim import SimDevice

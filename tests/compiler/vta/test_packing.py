@@ -1,4 +1,4 @@
-"""Reduction packing (`compiler/vta/packing.py`): im2col and space-to-depth rewrites of
+"""Reduction packing (`compiler/backends/vta/packing.py`): im2col and space-to-depth rewrites of
 convolutions with few input channels, and the bias carried in idle lanes.
 
 The rewrites must give exactly the unpacked convolution's bits: checked on the numpy
@@ -14,11 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import vtakit.ops as ops
-from vtakit.compiler.vta import layer_bench, reference
-from vtakit.compiler.vta.layers import RESNET18
-from vtakit.compiler.vta.packing import (
-    ConvGeometry, bias_digits, candidates, choose_packing, packing, with_bias_lanes,
-)
+from vtakit.compiler.backends.vta import layer_bench, reference
+from vtakit.compiler.backends.vta.layers import RESNET18
+from vtakit.compiler.backends.vta.packing import ConvGeometry, bias_digits, candidates, choose_packing, packing, with_bias_lanes
 from vtakit.errors import CompileError
 from vtakit.isa.config import HwConfig
 

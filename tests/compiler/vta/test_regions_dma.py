@@ -4,10 +4,10 @@ import re
 from itertools import product
 
 import pytest
-from vtakit.compiler.vta.affine import Affine
-from vtakit.compiler.vta.lowering.dma import Fill, Transfer, plan_transfers
-from vtakit.compiler.vta.regions import Region, region_of, substitute_box
-from vtakit.compiler.vta.te import conv2d_def
+from vtakit.compiler.backends.vta.affine import Affine
+from vtakit.compiler.backends.vta.lowering.dma import Fill, Transfer, plan_transfers
+from vtakit.compiler.backends.vta.regions import Region, region_of, substitute_box
+from vtakit.compiler.backends.vta.te import conv2d_def
 from vtakit.isa.config import HwConfig
 
 from vtakit.errors import CompileError

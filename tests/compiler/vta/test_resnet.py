@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from vtakit.compiler.vta import layer_bench as bench
-from vtakit.compiler.vta.ops import compile_conv2d
-from vtakit.compiler.vta.layers import RESNET18, RESNET18_DENSE
+from vtakit.compiler.backends.vta import layer_bench as bench
+from vtakit.compiler.backends.vta.ops import compile_conv2d
+from vtakit.compiler.backends.vta.layers import RESNET18, RESNET18_DENSE
 from vtakit.isa.config import HwConfig
 
 PYNQ = HwConfig.preset("pynq")

@@ -15,16 +15,13 @@ import pytest
 
 import vtakit.ops as ops
 import vtakit.sim as sim
-from vtakit.compiler.vta import reference
-from vtakit.compiler.vta.codegen import lower
-from vtakit.compiler.vta.ops import compile_conv2d
-from vtakit.compiler.vta.runtime import (
-    pack_activation, pack_bias, pack_weight, place, program_image, read_output, resolve_device,
-    run_compiled, unpack_activation,
-)
-from vtakit.compiler.vta.schedule import apply
-from vtakit.compiler.vta.te import eltwise_def, maxpool_def
-from vtakit.compiler.vta.templates import EltwiseKnobs, eltwise_schedule
+from vtakit.compiler.backends.vta import reference
+from vtakit.compiler.backends.vta.codegen import lower
+from vtakit.compiler.backends.vta.ops import compile_conv2d
+from vtakit.compiler.backends.vta.runtime import pack_activation, pack_bias, pack_weight, place, program_image, read_output, resolve_device, run_compiled, unpack_activation
+from vtakit.compiler.backends.vta.schedule import apply
+from vtakit.compiler.backends.vta.te import eltwise_def, maxpool_def
+from vtakit.compiler.backends.vta.templates import EltwiseKnobs, eltwise_schedule
 from vtakit.errors import CompileError, DeviceError
 from vtakit.isa import Finish, HwConfig, Load, MemId, Store, decode_program, encode_program
 from vtakit.isa.asm import disasm

@@ -3,9 +3,9 @@
 import re
 
 import pytest
-from vtakit.compiler.vta.loopnest import Loop, Part
-from vtakit.compiler.vta.schedule import Schedule, apply
-from vtakit.compiler.vta.te import conv2d_def, eltwise_def
+from vtakit.compiler.backends.vta.loopnest import Loop, Part
+from vtakit.compiler.backends.vta.schedule import Schedule, apply
+from vtakit.compiler.backends.vta.te import conv2d_def, eltwise_def
 from vtakit.isa.config import HwConfig
 
 from vtakit.errors import CompileError

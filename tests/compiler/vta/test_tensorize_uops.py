@@ -7,26 +7,12 @@ from itertools import product
 
 import numpy as np
 import pytest
-from vtakit.compiler.vta.affine import Affine
-from vtakit.compiler.vta.lowering.tensorize import (
-    IntrinsicCall,
-    compute_call,
-    match,
-    tile_calls,
-    tile_op,
-)
-from vtakit.compiler.vta.lowering.uops import MAX_ITER, UopCache, fold, merge_loops
-from vtakit.compiler.vta.regions import region_of
-from vtakit.compiler.vta.schedule import Schedule, apply
-from vtakit.compiler.vta.te import (
-    Access,
-    Axis,
-    ComputeDef,
-    Tensor,
-    conv2d_def,
-    eltwise_def,
-    maxpool_def,
-)
+from vtakit.compiler.backends.vta.affine import Affine
+from vtakit.compiler.backends.vta.lowering.tensorize import IntrinsicCall, compute_call, match, tile_calls, tile_op
+from vtakit.compiler.backends.vta.lowering.uops import MAX_ITER, UopCache, fold, merge_loops
+from vtakit.compiler.backends.vta.regions import region_of
+from vtakit.compiler.backends.vta.schedule import Schedule, apply
+from vtakit.compiler.backends.vta.te import Access, Axis, ComputeDef, Tensor, conv2d_def, eltwise_def, maxpool_def
 from vtakit.isa.config import HwConfig
 from vtakit.isa.opcodes import AluOp, MemId
 

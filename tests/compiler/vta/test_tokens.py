@@ -4,7 +4,7 @@ import random
 import re
 
 import pytest
-from vtakit.compiler.vta.lowering.tokens import Record, insert_tokens
+from vtakit.compiler.backends.vta.lowering.tokens import Record, insert_tokens
 from vtakit.isa import Alu, AluOp, Finish, Gemm, HwConfig, Load, MemId, Module, Store
 from vtakit.isa.image import ProgramBuilder
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vtakit.compiler.vta import ops, reference
+from vtakit.compiler.backends.vta import ops, reference
 from vtakit.isa.config import HwConfig
 from vtakit.isa.insn import Load
 from vtakit.isa.opcodes import MemId

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from vtakit.compiler import zoo
-from vtakit.compiler.graph.build import compile_module
-from vtakit.compiler.vta.ops import compile_conv2d
+from vtakit.compiler.pipeline import compile_module
+from vtakit.compiler.backends.vta.ops import compile_conv2d
 from vtakit.isa import Alu, AluOp, Finish, HwConfig, decode_program
 from vtakit.sim.decoded import decode_for_sim
 

@@ -15,7 +15,7 @@ import pytest
 
 import vtakit
 from vtakit.compiler import zoo
-from vtakit.compiler.cpu import buffers
+from vtakit.compiler.backends.cpu import buffers
 
 from tests.support.guards import GuardedHeap
 

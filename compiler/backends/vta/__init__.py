@@ -1,0 +1,11 @@
+"""vtakit.compiler.backends.vta: operators to VTA instruction streams (the accelerator backend).
+
+`te` declares what an operator computes, `schedule` how to tile, place and
+parallelise it (as data; `templates` and `heuristics` pick defaults, `dispatch`
+takes tuned ones), `loopnest` is the IR a schedule yields (`affine`, `regions`
+describe its accesses), `lowering` holds the steps `codegen` runs in the order
+`lowering.LOWERING_STEPS` lists, `program` is the result as plain data and
+`runtime` runs it on any registered Device.  `ops` are the user-facing
+operators, `reference` their numpy definitions, `layers` and `layer_bench` the
+benchmark layer tables (ResNet-18's C1-C11).
+"""

@@ -1,0 +1,247 @@
+"""Where a network's time goes: a per-layer table and a roofline plot of the accelerator tasks.
+
+The roofline places each accelerator task by arithmetic intensity (operations
+per DRAM byte it moved) against the configuration's two roofs: peak compute
+(2 x batch x block_in x block_out ops per cycle) and memory bandwidth (bus bytes
+per cycle), both at the configured clock.  Each graph output is listed as float
+or dequantized int8/int32 (quantize.py's precision rule decides which), so a
+user sees whether its values sit on a power-of-two grid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+import math
+from pathlib import Path
+
+from rich.table import Table
+
+from vtakit.compiler.quant.techniques.channel_fill import ChannelFill
+from vtakit.compiler.quant.recipe import recipe_lines
+from vtakit.compiler.quant.techniques.weight_rounding import WeightRounding
+from vtakit.compiler.quant.quantize import SAME_SCALE_OPS
+from vtakit.isa.config import HwConfig
+from vtakit.report import save_figure
+
+VTA_C2_C11_MS = 88.3  # VTA on the PYNQ board, ResNet-18 C2-C11 (WORKLOADS.md)
+
+
+@dataclass
+class LayerRow:
+    node: str
+    op: str
+    place: str
+    cycles: int | None
+    ms: float  # predicted at the config's clock for accelerator tasks, measured wall time for host tasks
+    macs: int
+    utilization: float | None
+    gops: float | None
+    bytes_moved: int
+    intensity: float | None  # ops per byte
+
+
+@dataclass
+class OutputRow:
+    name: str
+    shape: tuple[int, ...]
+    precision: str  # "float", "dequantized int8" or "dequantized int32" (" per channel": the finest step shown)
+    step: float | None  # the dequantized values' resolution, 2**-exp (None: float)
+    source: str  # the node that computed the value, "name (op)"
+
+    def line(self) -> str:
+        grid = f", steps of 2^{round(math.log2(self.step))} = {self.step:g}" if self.step else ""
+        return f"output {self.name} {tuple(self.shape)}: {self.precision} from {self.source}{grid}"
+
+
+def output_rows(graph) -> list[OutputRow]:
+    """Each graph output's precision: values that come from a Dequantize (through one-input
+    precision-neutral ops, which add no rounding) are dequantized int8 or an int32 accumulator;
+    others are float.  The source is the op before those neutral ones."""
+    prod = graph.producers()
+
+    def origin(t: str):
+        n = prod.get(t)
+        while n is not None and n.op in SAME_SCALE_OPS and len(n.inputs) == 1:
+            n = prod.get(n.inputs[0])
+        return n
+
+    rows = []
+    for o in graph.outputs:
+        n, info = origin(o), graph.tensors[o]
+        if n is not None and n.op == "Dequantize":
+            src = graph.tensors[n.inputs[0]]
+            m = origin(n.inputs[0])
+            per_channel = " per channel" if len(n.inputs) > 1 else ""  # the finest channel's step below
+            rows.append(OutputRow(o, info.shape, f"dequantized {src.dtype}{per_channel}", 2.0 ** -src.exp,
+                                  f"{m.name} ({m.op})" if m else f"input {n.inputs[0]}"))
+        else:
+            rows.append(OutputRow(o, info.shape, "float", None, f"{n.name} ({n.op})" if n else f"input {o}"))
+    return rows
+
+
+def host_kernel_kinds(graph) -> dict[tuple[str, str], int]:
+    """How many nodes of each op run on the host without an llvmlite kernel (numpy or onnx.reference):
+    correct but slow, so the report names them."""
+    from vtakit.compiler.ops import op_def
+
+    out: dict[tuple[str, str], int] = {}
+    for n in graph.nodes:
+        kind = op_def(n.op, n).kernel
+        if kind != "llvmlite":
+            out[(n.op, kind)] = out.get((n.op, kind), 0) + 1
+    return out
+
+
+@dataclass
+class ModuleReport:
+    config: HwConfig
+    device: str
+    rows: list[LayerRow] = field(default_factory=list)
+    border_transfers: int = 0
+    outputs: list[OutputRow] = field(default_factory=list)
+    slow_host_ops: dict[tuple[str, str], int] = field(default_factory=dict)  # (op, numpy|onnx.reference) -> nodes
+
+    @classmethod
+    def of(cls, module) -> "ModuleReport":
+        cfg = module.config
+        run = module.last_run
+        rep = cls(cfg, run.device or "?", border_transfers=run.border_transfers, outputs=output_rows(module.graph))
+        rep.slow_host_ops = host_kernel_kinds(module.graph)
+        for t in run.tasks:
+            if t.place == "vta" and t.cycles:
+                ms = t.cycles / (cfg.clock_mhz * 1e3)
+                util = t.macs / (t.cycles * cfg.peak_macs_per_cycle) if t.macs else None
+                gops = 2 * t.macs / (ms * 1e6) if t.macs else None
+                intensity = 2 * t.macs / t.bytes_moved if t.macs and t.bytes_moved else None
+            else:
+                ms, util, gops, intensity = t.seconds * 1e3, None, None, None
+            rep.rows.append(LayerRow(t.node, t.op, t.place, t.cycles, ms, t.macs, util, gops, t.bytes_moved,
+                                     intensity))
+        return rep
+
+    # ------------------------------------------------------------ totals
+    @property
+    def accelerator_cycles(self) -> int:
+        return sum(r.cycles or 0 for r in self.rows if r.place == "vta")
+
+    @property
+    def accelerator_ms(self) -> float:
+        return self.accelerator_cycles / (self.config.clock_mhz * 1e3)
+
+    @property
+    def host_ms(self) -> float:
+        return sum(r.ms for r in self.rows if r.place == "host")
+
+    @property
+    def accelerator_macs(self) -> int:
+        return sum(r.macs for r in self.rows if r.place == "vta")
+
+    @property
+    def utilization(self) -> float | None:
+        c = self.accelerator_cycles
+        return self.accelerator_macs / (c * self.config.peak_macs_per_cycle) if c else None
+
+    def to_dict(self) -> dict:
+        return dict(config=self.config.label, device=self.device, accelerator_cycles=self.accelerator_cycles,
+                    accelerator_ms=self.accelerator_ms, host_ms=self.host_ms, utilization=self.utilization,
+                    border_transfers=self.border_transfers, layers=[asdict(r) for r in self.rows],
+                    outputs=[asdict(o) for o in self.outputs],
+                    host_without_kernels=[dict(op=op, kernel=kind, nodes=count)
+                                          for (op, kind), count in sorted(self.slow_host_ops.items())])
+
+    # ------------------------------------------------------------ views
+    def table(self, *, host_rows: bool = True) -> Table:
+        t = Table(title=f"per layer on {self.device} ({self.config.label}, {self.config.clock_mhz:g} MHz)")
+        for col in ("layer", "op", "on", "cycles", "ms", "MMACs", "util %", "GOPS", "MB moved"):
+            t.add_column(col, justify="left" if col in ("layer", "op", "on") else "right")
+        for r in self.rows:
+            if r.place == "host" and not host_rows and r.macs == 0:
+                continue
+            t.add_row(r.node, r.op, r.place, f"{r.cycles:,}" if r.cycles is not None else "",
+                      f"{r.ms:.3f}", f"{r.macs / 1e6:.1f}" if r.macs else "",
+                      f"{100 * r.utilization:.1f}" if r.utilization is not None else "",
+                      f"{r.gops:.1f}" if r.gops is not None else "",
+                      f"{r.bytes_moved / 1e6:.2f}" if r.bytes_moved else "")
+        return t
+
+    def summary_lines(self) -> list[str]:
+        u = self.utilization
+        lines = [f"accelerator: {self.accelerator_cycles:,} cycles = {self.accelerator_ms:.2f} ms at "
+                 f"{self.config.clock_mhz:g} MHz ({self.accelerator_macs / 1e9:.2f} GMACs"
+                 + (f", {100 * u:.1f} % of peak)" if u is not None else ")"),
+                 f"host: {self.host_ms:.1f} ms measured on this machine; {self.border_transfers} activations "
+                 f"crossed between host and DRAM"]
+        slow = self.slow_host_ops
+        if slow:
+            lines.append("host ops without an llvmlite kernel: " + ", ".join(
+                f"{op} x{count} ({kind})" for (op, kind), count in sorted(slow.items())))
+        return lines + [o.line() for o in self.outputs]
+
+    def roofline(self, path) -> Path:
+        """A roofline PNG of the accelerator tasks (needs matplotlib)."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        cfg = self.config
+        peak = cfg.peak_gops
+        bw = cfg.bus_bytes * cfg.clock_mhz / 1e3  # GB/s
+        pts = [r for r in self.rows if r.place == "vta" and r.gops and r.intensity]
+        fig, ax = plt.subplots(figsize=(7.5, 5))
+        lo = min([r.intensity for r in pts] + [peak / bw / 8]) / 2
+        hi = max([r.intensity for r in pts] + [peak / bw * 8]) * 2
+        xs = [lo, peak / bw, hi]
+        ax.plot(xs, [min(peak, bw * x) for x in xs], color="black", lw=2,
+                label=f"roof: {peak:.1f} GOPS, {bw:.2f} GB/s")
+        for r in pts:
+            ax.scatter(r.intensity, r.gops, s=max(12.0, r.macs / 2e6), alpha=0.7)
+            ax.annotate(r.node, (r.intensity, r.gops), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("arithmetic intensity (ops per DRAM byte)")
+        ax.set_ylabel("achieved GOPS")
+        ax.set_title(f"roofline, {cfg.label} at {cfg.clock_mhz:g} MHz ({self.device})")
+        ax.legend(loc="lower right")
+        ax.grid(True, which="both", alpha=0.3)
+        return save_figure(fig, path)
+
+
+QDQ_NOTE_LINES = 12
+"""How many of a quantized model's scale notes a compile prints (a real network has one per tensor and weight)."""
+
+
+def calibration_lines(notes: dict) -> list[str]:
+    """What a compile's calibration did beyond the per-tensor method, as lines for a person: the
+    exponent search, a quantized model's own scales (qdq.py), the layers kept in float automatically."""
+    lines = recipe_lines(notes)
+    if "search" in notes:
+        s = notes["search"]
+        lines.append(f"exponent search: output error on the calibration samples {s['error_before']:.5f} -> "
+                     f"{s['error_after']:.5f}; {len(s['moved'])} of {s['groups']} exponent groups moved "
+                     f"({s['evaluations']} evaluations, {s['seconds']:.1f} s)")
+    if "range_scale" in notes:
+        r = notes["range_scale"]
+        if "model_factors" in r:  # a QDQ model's own scales met (range_scale.plan_model_factors)
+            lines.append(f"range scaling: {len(r['model_factors'])} of the model's activation tensors rescaled onto "
+                         "its own scales (factors in module.notes['calibration']['range_scale'])")
+        else:
+            lines.append(f"range scaling: {len(r['factors'])} of {r['groups']} activation groups rescaled "
+                         f"({r['fixed']} cannot be), mean fill of the int8 range {r['mean_fill_before']:.3f} -> "
+                         f"{r['mean_fill_after']:.3f}")
+    if "channel_fill" in notes:
+        lines.append(ChannelFill(**notes["channel_fill"]).summary())
+    if "gptq" in notes:
+        lines.append(WeightRounding(**notes["gptq"]).summary())
+    if "qdq" in notes:
+        q = notes["qdq"]
+        lines.append(f"model scales kept: {q['activations']} activation tensors, weights of {len(q['weights'])} nodes"
+                     f" ({'all powers of two' if q['exact'] else 'some moved to a power of two'})")
+        lines += [f"  {line}" for line in q["notes"][:QDQ_NOTE_LINES]]
+        if len(q["notes"]) > QDQ_NOTE_LINES:
+            lines.append(f"  ... {len(q['notes']) - QDQ_NOTE_LINES} more in module.notes['calibration']['qdq']['notes']")
+    if "keep_float_auto" in notes:
+        k = notes["keep_float_auto"]
+        lines.append(f"kept in float on the host: {', '.join(k['kept']) or 'none'}; mean output cosine on the "
+                     f"calibration samples {k['cosine_before']:.5f} -> {k['cosine_after']:.5f} ({k['seconds']:.1f} s)")
+    return lines

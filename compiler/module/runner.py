@@ -1,0 +1,178 @@
+"""Running a compiled module: accelerator tasks on a Device, host tasks on the CPU or GPU kernels.
+
+Loading binds the module to a device once: one arena is allocated, constants and
+micro-ops are written and every task's instructions are linked at their planned
+addresses.  A run then walks the tasks in order.  Activations move between the
+host and DRAM only at the borders: a host task that reads an accelerator result
+unpacks it from DRAM, an accelerator task that reads a host result gets it
+packed into its planned buffer just before it runs.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from vtakit.errors import CompileError, DeviceError, VtaError
+from vtakit.compiler.backends import cpu
+from vtakit.compiler.ops.execute import check_feeds, run_node
+from vtakit.compiler.passes.lower import ActBuffer, VtaTask
+from vtakit.compiler.backends.vta.packing import ReductionPacking
+from vtakit.compiler.backends.vta.runtime import join_planes
+from vtakit.isa.fields import INSN_BYTES
+from vtakit.sim.stats import RunStats
+from vtakit.isa.arith import ceil_div
+
+
+@dataclass
+class TaskTiming:
+    node: str
+    op: str
+    place: str  # "vta" or "host"
+    cycles: int | None = None
+    seconds: float = 0.0
+    macs: int = 0
+    bytes_moved: int = 0
+    stats: RunStats | None = None
+
+
+@dataclass
+class RunResult:
+    outputs: dict[str, np.ndarray]
+    tasks: list[TaskTiming] = field(default_factory=list)
+    border_transfers: int = 0  # activations packed into or unpacked from DRAM by the host
+    device: str = ""
+
+    @property
+    def accelerator_cycles(self) -> int:
+        return sum(t.cycles or 0 for t in self.tasks if t.place == "vta")
+
+
+@dataclass
+class Binding:
+    """A module loaded on one device: where its arena starts and the linked code of every task."""
+
+    device: object
+    base: int
+    code: dict[str, tuple[int, int]]  # node -> (instruction address, count)
+
+
+class NonFiniteInputWarning(UserWarning):
+    """An input holds NaN or infinite values: the int8 network quantizes them to arbitrary codes."""
+
+
+def check_finite(feeds: dict[str, np.ndarray], strict: bool = False) -> None:
+    """Warn (with `strict`, raise a CompileError) for each float input holding NaN or infinities:
+    quantization maps them to arbitrary int8 values, so the outputs would mean nothing."""
+    for name, v in feeds.items():
+        if v.dtype.kind != "f" or np.isfinite(v).all():
+            continue
+        nan = int(np.isnan(v).sum())
+        inf = int(v.size - nan - np.isfinite(v).sum())
+        message = (f"input {name!r} holds {nan} NaN and {inf} infinite values (of {v.size}); "
+                   f"the outputs are not meaningful")
+        if strict:
+            raise CompileError(message)
+        warnings.warn(message, NonFiniteInputWarning, stacklevel=3)
+
+
+def bind(module, device) -> Binding:
+    plan = module.plan
+    base = device.alloc(plan.arena_bytes, 4096)
+    dram = device.dram
+    for key, data in module.consts.items():
+        off, size = plan.slots[key]
+        dram[base + off:base + off + size] = data
+    code = {}
+    for task in module.vta_tasks():
+        bases = {t: base + plan.slots[key][0] for t, key in task.bind.items()}
+        linked = task.program.link(module.config, bases)
+        off, size = plan.slots[f"code:{task.node}"]
+        dram[base + off:base + off + size] = np.frombuffer(linked, np.uint8)
+        code[task.node] = (base + off, len(linked) // INSN_BYTES)
+    return Binding(device, base, code)
+
+
+def _read_act(module, b: Binding, buf: ActBuffer, shape: tuple[int, ...]) -> np.ndarray:
+    cfg = module.config
+    off, size = module.plan.slots[buf.key]
+    raw = b.device.dram[b.base + off:b.base + off + size]
+    n, c = shape[0], shape[1]
+    nb, cb = ceil_div(n, cfg.batch), ceil_div(c, buf.block)
+    spatial = (shape[2], shape[3]) if len(shape) == 4 else (1, 1)
+    packed_shape = (nb, cb) + spatial + (cfg.batch, buf.block)
+    packed = join_planes(raw, buf.planes, packed_shape)
+    return cpu.unpack_activation(np.ascontiguousarray(packed), n, c).reshape(shape)
+
+
+def _write_act(module, b: Binding, buf: ActBuffer, value: np.ndarray) -> None:
+    cfg = module.config
+    v4 = value.reshape(value.shape + (1,) * (4 - value.ndim))
+    if buf.packing:   # the conv reading it runs on a host-side im2col / space-to-depth of it
+        v4 = ReductionPacking.from_spec(buf.packing).input(v4)
+    packed = cpu.pack_activation(np.ascontiguousarray(v4), cfg.batch, buf.block)
+    off, size = module.plan.slots[buf.key]
+    data = packed.view(np.uint8).reshape(-1)
+    if data.size != size:
+        raise DeviceError(f"packed {buf.tensor} has {data.size} bytes, its buffer {size}")
+    b.device.dram[b.base + off:b.base + off + size] = data
+
+
+def _host_array(value) -> np.ndarray:
+    """A host copy of a value a GPU host task left on the device (numpy passes through)."""
+    return value if isinstance(value, np.ndarray) else value.numpy()
+
+
+def run_module(module, b: Binding | None, inputs: dict[str, np.ndarray], timeout_s: float | None = None,
+               host_only: bool = False, kernels=cpu) -> RunResult:
+    """Execute every task; `host_only` runs the accelerator's nodes on the host kernels instead
+    (the bit-exact reference of what the accelerator computes).  `kernels` is the host backend:
+    compiler.backends.cpu or a cuda.GpuKernels, whose results stay on the GPU until a border or an output."""
+    g = module.graph
+    env: dict[str, np.ndarray] = dict(g.consts)
+    env.update(check_feeds(g, inputs))
+    in_dram: dict[str, ActBuffer] = {}  # tensors whose current value lives in DRAM
+    written: set[str] = set()  # buffer keys that hold their tensor's current value
+    result = RunResult({})
+    nodes = {n.name: n for n in g.nodes}
+
+    def host_value(t: str) -> np.ndarray:
+        if t not in env:
+            env[t] = _read_act(module, b, in_dram[t], g.tensors[t].shape)
+            result.border_transfers += 1
+        return env[t]
+
+    for task in module.tasks:
+        node = nodes[task.node if isinstance(task, VtaTask) else task]
+        t0 = time.perf_counter()
+        if isinstance(task, VtaTask) and not host_only:
+            for buf in task.inputs:
+                if buf.key not in written:
+                    _write_act(module, b, buf, _host_array(host_value(buf.tensor)))
+                    written.add(buf.key)
+                    result.border_transfers += 1
+            addr, count = b.code[task.node]
+            stats = b.device.run(addr, count, timeout_s=timeout_s)
+            out = task.output
+            in_dram[out.tensor] = out
+            written.add(out.key)
+            result.tasks.append(TaskTiming(task.node, task.op, "vta", stats.cycles, time.perf_counter() - t0,
+                                           task.macs, stats.bytes_moved, stats))
+        else:
+            try:
+                value = run_node(node, [host_value(t) if t else None for t in node.inputs], kernels)
+            except VtaError:
+                raise
+            except (ArithmeticError, LookupError, TypeError, ValueError) as e:  # e.g. attributes a file forged
+                raise CompileError(f"cannot run on the host ({type(e).__name__}: {e})", node=node.name,
+                                   op=node.op) from None
+            if kernels is not cpu:
+                kernels.synchronize()  # the task's time includes its kernels
+            env[node.outputs[0]] = value
+            result.tasks.append(TaskTiming(node.name, node.op, "host", None, time.perf_counter() - t0,
+                                           getattr(task, "macs", 0)))
+    result.outputs = {o: _host_array(host_value(o)) for o in g.outputs}
+    return result

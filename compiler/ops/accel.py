@@ -1,0 +1,207 @@
+"""The accelerator forms of the ops the accelerator takes: each node's operator program and how its
+tensors bind (the `lower` rule of an OpDef; `compiler.passes.lower` wraps the result into a task)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from vtakit.compiler.ir import Graph, Node
+from vtakit.compiler.backends.vta.depthwise import compile_depthwise, depthwise_choice, depthwise_reason, pack_depthwise_weight
+from vtakit.compiler.backends.vta.ops import compile_conv2d, compile_eltwise, conv_packing, fused_pool_reason
+from vtakit.compiler.backends.vta.packing import ConvGeometry, ReductionPacking, packing
+from vtakit.compiler.backends.vta.lowering import bias_fits, pack_bias_weight
+from vtakit.compiler.backends.vta.runtime import pack_bias, pack_weight
+from vtakit.compiler.backends.vta.te import split_channel_shift
+from vtakit.isa.config import HwConfig
+
+
+@dataclass
+class AccelProgram:
+    """One node compiled for the accelerator, before its tensors are bound to DRAM buffers."""
+
+    op: Any                            # the compiled operator (its .program() is what the task runs)
+    schedule: Any                      # the schedule it was compiled with
+    consts: dict[str, np.ndarray]      # program tensor -> packed constant
+    acts: dict[str, str]               # program tensor -> graph activation it reads
+    macs: int
+    packings: dict[str, str] = field(default_factory=dict)
+    """program tensor -> host-side reduction packing of its activation (`ReductionPacking.to_spec`)"""
+
+
+def nchw(shape: tuple[int, ...]) -> tuple[int, int, int, int] | None:
+    """Dense-layer tensors (N, C) are 1x1 images on the accelerator."""
+    return tuple(shape) + (1,) * (4 - len(shape)) if len(shape) in (2, 4) else None
+
+
+def lower_linear(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> AccelProgram:
+    """QConv and QDense: a GEMM over packed weights with the requantizing epilogue (and a fused residual
+    add, `residual` = the add's (shift, clip), reading the int8 tensor inputs[3]; a fused max pool,
+    `pool` = (kernel, stride, pad))."""
+    a = n.attrs
+    x_shape = nchw(g.tensors[n.inputs[0]].shape)
+    w = g.consts[n.inputs[1]]
+    w4 = w.reshape(w.shape + (1, 1)) if w.ndim == 2 else w
+    has_bias = len(n.inputs) > 2 and bool(n.inputs[2])
+    stride = a["strides"][0] if n.op == "QConv" else 1
+    pad = conv_padding(a["pads"]) if n.op == "QConv" else 0
+    bias = g.consts[n.inputs[2]] if has_bias else None
+    residual = (a["residual"][0], tuple(a["residual"][1])) if "residual" in a else None
+    if residual is not None and "wide" in a:  # the conv's unclipped result plus res << k (graph/wide_residual.py)
+        residual += (int(a.get("residual_bits", 0)),)
+    shift, shift_vector = a.get("shift"), None
+    if isinstance(shift, tuple):  # per output channel: an immediate common part, a vector in acc
+        shift, shift_vector = split_channel_shift(cfg, shift, n.name)
+    multiplier = a.get("multiplier")  # per-channel fixed-point multipliers (graph/fixed_point.py)
+    pk = _host_packing(g, n, cfg, x_shape, w4.shape, stride, pad, bias, shift, schedule)
+    p = pk.packed
+    bias_gemm = has_bias and not pk.bias_lanes and bias_fits(cfg, bias)
+    op, used = compile_conv2d(cfg, x_shape=p.x_shape, w_shape=p.w_shape, stride=p.stride, padding=p.padding,
+                              bias=has_bias and not pk.bias_lanes, shift=shift,
+                              clip=tuple(a["clip"]) if "clip" in a else None, schedule=schedule,
+                              residual=residual, channel_shift=shift_vector is not None, bias_gemm=bias_gemm,
+                              pool=tuple(a["pool"]) if "pool" in a else None, multiplier=multiplier is not None,
+                              pre_shift=a.get("pre_shift", 0), name=n.name)
+    consts = {"weight": pack_weight(pk.weight(w4, bias), cfg.block_out, cfg.block_in)}
+    if has_bias and not pk.bias_lanes:
+        consts["bias"] = pack_bias_weight(bias, cfg) if bias_gemm else pack_bias(bias, cfg.batch, cfg.block_out)
+    if shift_vector is not None:
+        consts["shift"] = pack_bias(shift_vector, cfg.batch, cfg.block_out)
+    if multiplier is not None:
+        consts["mult"] = pack_bias(np.asarray(multiplier, np.int32), cfg.batch, cfg.block_out)
+    oh, ow = op.compute.out.tensor.shape[2:]   # the convolution's output, before a fused pool
+    macs = x_shape[0] * w4.shape[0] * oh * ow * x_shape[1] * w4.shape[2] * w4.shape[3]
+    packings = {"data": pk.to_spec()} if pk.kind != "none" else {}
+    acts = {"data": n.inputs[0]}
+    if residual is not None:  # the fused residual add's other operand (graph.fusion)
+        acts["res"] = n.inputs[3]
+    return AccelProgram(op, used, consts, acts, macs, packings)
+
+
+def conv_padding(pads) -> int | tuple[int, int, int, int]:
+    """A QConv's pads as the accelerator's convolution takes them: one value, or (top, left, bottom, right)."""
+    return int(pads[0]) if len(set(pads)) == 1 else tuple(int(p) for p in pads)
+
+
+def is_depthwise(g: Graph, n: Node) -> bool:
+    """A QConv with one input channel per group and one output channel per input channel."""
+    w = g.consts.get(n.inputs[1])
+    x = g.tensors[n.inputs[0]].shape
+    return (n.attrs["group"] > 1 and w is not None and w.shape[1] == 1 and w.shape[0] == n.attrs["group"]
+            and len(x) == 4 and x[1] == n.attrs["group"])
+
+
+def _depthwise_args(g: Graph, n: Node, cfg: HwConfig) -> tuple[dict, np.ndarray | None]:
+    """compile_depthwise's arguments for a depthwise QConv, and its per-channel shift vector (or None); the
+    bias is added by GEMM where it fits the lanes (`lowering.bias_fits`), as in `lower_linear`."""
+    a = n.attrs
+    shift, shift_vector = a.get("shift"), None
+    if isinstance(shift, tuple):
+        shift, shift_vector = split_channel_shift(cfg, shift, n.name)
+    bias = g.consts[n.inputs[2]] if len(n.inputs) > 2 and n.inputs[2] else None
+    return dict(x_shape=g.tensors[n.inputs[0]].shape, kernel=tuple(a["kernel"]), stride=a["strides"][0],
+                pads=tuple(a["pads"]), bias=bias is not None, shift=shift,
+                clip=tuple(a["clip"]) if "clip" in a else None, channel_shift=shift_vector is not None,
+                pre_shift=a.get("pre_shift", 0) if "multiplier" in a else None, bias_gemm=bias_fits(cfg, bias),
+                name=n.name), shift_vector
+
+
+def place_depthwise(g: Graph, n: Node, cfg: HwConfig) -> str | None:
+    """Why a grouped QConv stays on the host (None: the accelerator takes it as a block-diagonal GEMM,
+    where the cycle model puts it cheaper than the host round trip, `depthwise.depthwise_choice`)."""
+    if not is_depthwise(g, n):
+        return "grouped convolution (only depthwise: one input channel per group)"
+    if g.tensors[n.inputs[0]].dtype != "int8":
+        return "no accelerator form"
+    reason = depthwise_reason(cfg)
+    if reason:
+        return reason
+    args, _ = _depthwise_args(g, n, cfg)
+    return depthwise_choice(cfg, **args)
+
+
+def lower_depthwise(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> AccelProgram:
+    """A depthwise QConv: a block-diagonal GEMM over the kernel window with the requantizing epilogue
+    (`compiler/backends/vta/depthwise.py`)."""
+    args, shift_vector = _depthwise_args(g, n, cfg)
+    op, used = compile_depthwise(cfg, schedule=schedule, **args)
+    w = g.consts[n.inputs[1]]
+    consts = {"weight": pack_depthwise_weight(w, cfg.block_out)}
+    if args["bias"]:
+        bias = g.consts[n.inputs[2]]
+        consts["bias"] = pack_bias_weight(bias, cfg) if args["bias_gemm"] else pack_bias(bias, cfg.batch, cfg.block_out)
+    if shift_vector is not None:
+        consts["shift"] = pack_bias(shift_vector, cfg.batch, cfg.block_out)
+    if "multiplier" in n.attrs:
+        consts["mult"] = pack_bias(np.asarray(n.attrs["multiplier"], np.int32), cfg.batch, cfg.block_out)
+    macs = int(np.prod(nchw(g.tensors[n.outputs[0]].shape), dtype=np.int64)) * w.shape[2] * w.shape[3]
+    return AccelProgram(op, used, consts, {"data": n.inputs[0]}, macs)
+
+
+def lower_qconv(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> AccelProgram:
+    """QConv: depthwise ones as block-diagonal GEMMs, the others as a GEMM over the packed weights."""
+    if n.attrs["group"] != 1:
+        return lower_depthwise(g, n, cfg, schedule)
+    return lower_linear(g, n, cfg, schedule)
+
+
+def _host_packing(g: Graph, n: Node, cfg: HwConfig, x_shape, w_shape, stride: int, pad: int,
+                  bias: np.ndarray | None, shift: int | None, schedule: dict | None) -> ReductionPacking:
+    """The reduction packing of a QConv whose data the host writes (a graph input, or the result of a
+    node the accelerator cannot take), so the host lays it out packed at no extra crossing; every other
+    conv (one with a tuned schedule, which names the unpacked shape, or a fused residual add) is left
+    unpacked."""
+    from vtakit.compiler.passes.partition import accelerator_reason  # partition imports the registry
+
+    plain = packing("none", ConvGeometry(tuple(x_shape), tuple(w_shape), stride, pad))
+    producer = g.producer(n.inputs[0])  # not g.producers(): a walk over the graph per conv
+    if n.op != "QConv" or schedule is not None or "residual" in n.attrs or (
+            producer is not None and accelerator_reason(g, producer, cfg) is None):
+        return plain
+    a = n.attrs
+    return conv_packing(cfg, x_shape=x_shape, w_shape=w_shape, stride=stride, padding=pad, bias=bias,
+                        shift=shift, clip=tuple(a["clip"]) if "clip" in a else None, name=n.name)
+
+
+def pool_fusion_reason(g: Graph, n: Node, cfg: HwConfig, window: tuple[int, int, int]) -> str | None:
+    """Why the QConv `n`'s task cannot take a max pool `window` (kernel, stride, pad) on `cfg`, in the
+    geometry `lower_linear` compiles (packed where the host writes its input); None if it can."""
+    a = n.attrs
+    w = g.consts[n.inputs[1]]
+    shift = a.get("shift")
+    per_channel = isinstance(shift, tuple)
+    if per_channel:
+        shift, _ = split_channel_shift(cfg, shift, n.name)
+    bias = g.consts[n.inputs[2]] if len(n.inputs) > 2 and n.inputs[2] else None
+    pk = _host_packing(g, n, cfg, nchw(g.tensors[n.inputs[0]].shape), w.shape, a["strides"][0], a["pads"][0], bias,
+                       shift, None)
+    p = pk.packed
+    return fused_pool_reason(cfg, x_shape=p.x_shape, w_shape=p.w_shape, stride=p.stride, padding=p.padding,
+                             pool=window, residual="residual" in a, channel_shift=per_channel,
+                             multiplier="multiplier" in a, name=n.name)
+
+
+def lower_add(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> AccelProgram:
+    """QAdd: the saturating residual add on the tensor ALU."""
+    a = n.attrs
+    op, used = compile_eltwise(cfg, "add", shape=nchw(g.tensors[n.inputs[0]].shape), inputs=("a", "b"),
+                               shift=a.get("shift") or None, clip=tuple(a["clip"]), schedule=schedule, name=n.name)
+    return AccelProgram(op, used, {}, {"a": n.inputs[0], "b": n.inputs[1]}, 0)
+
+
+def lower_relu(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> AccelProgram:
+    """Relu of an int8 tensor: ALU MAX with 0."""
+    op, used = compile_eltwise(cfg, "relu", shape=nchw(g.tensors[n.inputs[0]].shape), inputs=("a",),
+                               schedule=schedule, name=n.name)
+    return AccelProgram(op, used, {}, {"a": n.inputs[0]}, 0)
+
+
+def lower_maxpool(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> AccelProgram:
+    """Square, symmetric MaxPool of an int8 tensor: ALU MAX over the window."""
+    a = n.attrs
+    window = (a["kernel"][0], a["strides"][0], a["pads"][0])
+    op, used = compile_eltwise(cfg, "max_pool2d", shape=nchw(g.tensors[n.inputs[0]].shape), inputs=("data",),
+                               window=window, schedule=schedule, name=n.name)
+    return AccelProgram(op, used, {}, {"data": n.inputs[0]}, 0)

@@ -1,0 +1,230 @@
+"""Window ops: Conv, MaxPool, AveragePool, GlobalAveragePool and the quantizer's QConv.
+
+Imported with kernel, strides, pads (top, left, bottom, right) and dilations
+normalised once (auto_pad resolved against the input size)."""
+
+from __future__ import annotations
+
+from vtakit.compiler.quant.techniques.channel_scales import host_epilogue, run_requantized
+from vtakit.compiler.quant.techniques.wide_residual import WIDE_CONV_REASON, run_wide_conv
+from vtakit.compiler.ir import Graph, Node, TensorInfo
+from vtakit.compiler.ops.accel import lower_maxpool, lower_qconv, place_depthwise
+from vtakit.compiler.ops.registry import FLOAT32, FLOAT32_INT8, OpDef, auto_pad, Precision, acc8_reason, fail, register
+from vtakit.isa.arith import ceil_div
+
+
+def pool_out(size: int, k: int, stride: int, pad_lo: int, pad_hi: int, dilation: int = 1,
+             ceil_mode: bool = False) -> int:
+    """Output length of a convolution or pooling window along one axis (ONNX rules)."""
+    span = dilation * (k - 1) + 1
+    num = size + pad_lo + pad_hi - span
+    out = (ceil_div(num, stride) if ceil_mode else num // stride) + 1
+    if ceil_mode and (out - 1) * stride >= size + pad_lo:
+        out -= 1  # the last window must start inside the input or its left padding
+    return out
+
+
+def pair(v, default) -> tuple[int, int]:
+    v = list(v) if v is not None else list(default)
+    if len(v) not in (1, 2):
+        raise ValueError(f"expected one or two values for a 2-D window, got {v}")
+    return int(v[0]), int(v[-1])
+
+
+def same_pads(size, kernel, strides, dil, upper: bool) -> tuple[int, int, int, int]:
+    lo, hi = [], []
+    for s, k, st, d in zip(size, kernel, strides, dil):
+        out = ceil_div(s, st)
+        total = max((out - 1) * st + d * (k - 1) + 1 - s, 0)
+        small, big = total // 2, total - total // 2
+        lo.append(small if upper else big)
+        hi.append(big if upper else small)
+    return (lo[0], lo[1], hi[0], hi[1])
+
+
+def _spatial(node: Node, x: TensorInfo, kernel, strides, pads, dilations, ceil_mode=False) -> tuple[int, int]:
+    if len(x.shape) != 4:
+        raise fail(node, f"needs a 4-D NCHW input, got shape {x.shape}")
+    _, _, h, w = x.shape
+    oh = pool_out(h, kernel[0], strides[0], pads[0], pads[2], dilations[0], ceil_mode)
+    ow = pool_out(w, kernel[1], strides[1], pads[1], pads[3], dilations[1], ceil_mode)
+    if oh < 1 or ow < 1:
+        raise fail(node, f"window {tuple(kernel)} with pads {tuple(pads)} does not fit a {h}x{w} input")
+    return oh, ow
+
+
+def window_attrs(imp, op: str, name: str, ins: list[str], at: dict) -> dict:
+    """kernel, strides, pads (t, l, b, r), dilations of a 2-D window op, auto_pad resolved."""
+    from vtakit.errors import CompileError
+
+    x = imp.graph.tensors[ins[0]]
+    if len(x.shape) != 4:
+        raise CompileError(f"only 2-D (NCHW) {op} is supported, input shape {x.shape}", node=name, op=op)
+    kernel = tuple(at["kernel_shape"]) if "kernel_shape" in at else imp.graph.tensors[ins[1]].shape[2:]
+    strides = pair(at.get("strides"), (1, 1))
+    dil = pair(at.get("dilations"), (1, 1))
+    pads = tuple(int(p) for p in at.get("pads", (0, 0, 0, 0)))
+    auto = auto_pad(at)
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads = same_pads(x.shape[2:], kernel, strides, dil, upper=auto == "SAME_UPPER")
+    elif auto == "VALID":
+        pads = (0, 0, 0, 0)
+    return dict(kernel=tuple(int(k) for k in kernel), strides=strides, pads=pads, dilations=dil)
+
+
+# ------------------------------------------------------------------------------------------- Conv
+def _not_2d(imp, n, name: str, at: dict) -> bool:
+    """1-D and 3-D windows run generically (onnx.reference) on the host."""
+    from vtakit.compiler.ops.onnx_reference import convert_generic
+
+    if len(imp.graph.tensors[n.input[0]].shape) == 4:
+        return False
+    convert_generic(imp, n, name, at)
+    return True
+
+
+def convert_conv(imp, n, name: str, at: dict, ins: list[str] | None = None, outs: list[str] | None = None) -> None:
+    if ins is None and _not_2d(imp, n, name, at):
+        return
+    ins = list(n.input) if ins is None else ins
+    outs = list(n.output) if outs is None else outs
+    attrs = window_attrs(imp, "Conv", name, ins, at)
+    attrs["group"] = int(at.get("group", 1))
+    imp.emit("Conv", name, ins[:3], outs[:1], attrs)
+
+
+def _infer_conv(node: Node, g: Graph) -> list[TensorInfo]:
+    x, w = g.tensors[node.inputs[0]], g.tensors[node.inputs[1]]
+    a = node.attrs
+    if len(w.shape) != 4:
+        raise fail(node, f"only 2-D convolutions are supported (weight shape {w.shape})")
+    if x.shape[1] != w.shape[1] * a["group"]:
+        raise fail(node, f"input has {x.shape[1]} channels, weight expects {w.shape[1]} x {a['group']} groups")
+    if w.shape[0] % a["group"]:
+        raise fail(node, f"{w.shape[0]} output channels do not split into {a['group']} groups")
+    oh, ow = _spatial(node, x, w.shape[2:], a["strides"], a["pads"], a["dilations"])
+    if "pool" in a:  # a fused max pool (graph.fusion)
+        kernel, stride, pad = a["pool"]
+        oh, ow = pool_out(oh, kernel, stride, pad, pad), pool_out(ow, kernel, stride, pad, pad)
+    return [TensorInfo((x.shape[0], w.shape[0], oh, ow), "float32")]
+
+
+def _run_conv(node: Node, args: list, k) -> object:
+    a = node.attrs
+    return k.conv2d(args[0], args[1], args[2] if len(args) > 2 else None, stride=a["strides"], pads=a["pads"],
+                    dilation=a["dilations"], groups=a["group"])
+
+
+def _run_qconv(node: Node, args: list, k) -> object:
+    a = node.attrs
+    per_channel = host_epilogue(a) or "wide" in a  # the int32 convolution, then the per-channel epilogue
+    y = k.conv2d(args[0], args[1], args[2] if len(args) > 2 else None, stride=a["strides"], pads=a["pads"],
+                 dilation=a["dilations"], groups=a["group"], shift=None if per_channel else a.get("shift"),
+                 clip=None if per_channel else a.get("clip"))
+    if "wide" in a:  # a conv that keeps extra bits for its residual add (graph.wide_residual)
+        y = run_wide_conv(node, y, k, args[3] if "residual" in a else None)
+    elif per_channel:
+        y = run_requantized(y, a, k)
+    if "residual" in a and "wide" not in a:  # a residual add fused into the conv (graph.fusion): the QAdd's kernel after it
+        shift, clip = a["residual"]
+        y = k.add_int8(y, args[3], shift=shift, clip=tuple(clip))
+    if "pool" in a:  # a max pool fused into the conv (graph.fusion): the MaxPool's kernel after it
+        kernel, stride, pad = a["pool"]
+        y = k.max_pool2d(y, kernel=(kernel, kernel), stride=(stride, stride), pads=(pad,) * 4, dilation=(1, 1),
+                         ceil_mode=False)
+    return y
+
+
+def _weights_form(g: Graph, n: Node) -> bool:
+    """Conv/Dense compute in int8 with constant weights and bias on an activation."""
+    return g.is_const(n.inputs[1]) and all(g.is_const(i) for i in n.inputs[2:] if i) and not g.is_const(n.inputs[0])
+
+
+def _place_qconv(g: Graph, n: Node, cfg) -> str | None:
+    a = n.attrs
+    if a["dilations"] != (1, 1) and list(a["dilations"]) != [1, 1]:
+        return "dilated convolution"
+    if a["strides"][0] != a["strides"][1]:
+        return "different strides along H and W"
+    if a["group"] != 1:
+        return place_depthwise(g, n, cfg)
+    return WIDE_CONV_REASON if "wide" in a and "residual" not in a else None
+
+
+# ---------------------------------------------------------------------------------------- pooling
+def _convert_pool(imp, n, name: str, at: dict) -> None:
+    from vtakit.compiler.ops.onnx_reference import convert_generic
+
+    if _not_2d(imp, n, name, at):
+        return
+    op, ins, outs = n.op_type, list(n.input), list(n.output)
+    attrs = window_attrs(imp, op, name, ins, at)
+    if op == "MaxPool":
+        if (len(outs) > 1 and outs[1]) or at.get("storage_order", 0):  # indices: generically
+            convert_generic(imp, n, name, at)
+            return
+        attrs["ceil_mode"] = bool(at.get("ceil_mode", 0))
+    else:
+        if attrs["dilations"] != (1, 1):  # dilated averaging (opset 19): generically
+            convert_generic(imp, n, name, at)
+            return
+        attrs.update(ceil_mode=bool(at.get("ceil_mode", 0)), count_include_pad=bool(at.get("count_include_pad", 0)))
+    imp.emit(op, name, ins[:1], outs[:1], attrs)
+
+
+def _infer_pool(node: Node, g: Graph) -> list[TensorInfo]:
+    x, a = g.tensors[node.inputs[0]], node.attrs
+    oh, ow = _spatial(node, x, a["kernel"], a["strides"], a["pads"], a.get("dilations", (1, 1)),
+                      a.get("ceil_mode", False))
+    return [TensorInfo(x.shape[:2] + (oh, ow), x.dtype)]
+
+
+def _run_maxpool(node: Node, args: list, k) -> object:
+    a = node.attrs
+    return k.max_pool2d(args[0], kernel=a["kernel"], stride=a["strides"], pads=a["pads"], dilation=a["dilations"],
+                        ceil_mode=a["ceil_mode"])
+
+
+def _run_avgpool(node: Node, args: list, k) -> object:
+    a = node.attrs
+    return k.avg_pool2d(args[0], kernel=a["kernel"], stride=a["strides"], pads=a["pads"],
+                        count_include_pad=a["count_include_pad"], ceil_mode=a["ceil_mode"])
+
+
+def _place_maxpool(g: Graph, n: Node, cfg) -> str | None:
+    if g.tensors[n.inputs[0]].dtype != "int8":
+        return "no accelerator form"
+    if acc8_reason(cfg):
+        return acc8_reason(cfg)
+    a = n.attrs
+    k, st, pads = a["kernel"], a["strides"], a["pads"]
+    if k[0] != k[1] or st[0] != st[1] or len(set(pads)) != 1 or a.get("ceil_mode") \
+            or tuple(a.get("dilations", (1, 1))) != (1, 1):
+        return "non-square, dilated, ceil-mode or asymmetric pooling"
+    if pads[0] >= k[0]:
+        return "padding as large as the window"
+    return None
+
+
+def _convert_plain(imp, n, name: str, at: dict) -> None:
+    if _not_2d(imp, n, name, at):
+        return
+    imp.emit(n.op_type, name, list(n.input), list(n.output)[:1], {})
+
+
+def _infer_gap(node: Node, g: Graph) -> list[TensorInfo]:
+    x = g.tensors[node.inputs[0]]
+    if len(x.shape) != 4:
+        raise fail(node, f"needs a 4-D NCHW input, got shape {x.shape}")
+    return [TensorInfo(x.shape[:2] + (1, 1), x.dtype)]
+
+
+register(OpDef("Conv", _infer_conv, _run_conv, Precision.INT8, ("Conv",), convert_conv, (1, 11, 22),
+               int8_form=_weights_form, dtypes=FLOAT32, int8_op="QConv", int8_rule="weights"))
+register(OpDef("QConv", _infer_conv, _run_qconv, None, accel=_place_qconv, lower=lower_qconv))
+register(OpDef("MaxPool", _infer_pool, _run_maxpool, Precision.NEUTRAL, ("MaxPool",), _convert_pool,
+               (1, 8, 10, 11, 12, 22), accel=_place_maxpool, lower=lower_maxpool, dtypes=FLOAT32_INT8))
+register(OpDef("AveragePool", _infer_pool, _run_avgpool, Precision.FLOAT, ("AveragePool",), _convert_pool,
+               (1, 7, 10, 11, 19, 22), dtypes=FLOAT32))
+register(OpDef("GlobalAveragePool", _infer_gap, lambda n, a, k: k.global_avg_pool(a[0]), Precision.FLOAT,
+               ("GlobalAveragePool",), _convert_plain, (1, 22), dtypes=FLOAT32))
