@@ -2,23 +2,26 @@
 project generator.
 
 The names below load their modules on first use, so `vtakit.hw.boards` or the project
-generator never import pynq (which the driver and the simulated board need).
+generator never import pynq (which the driver and the simulated board need). The board
+presets live in `vtakit.hw.boards` (the RTL side needs them too) and are re-exported here.
 """
 
 from importlib import import_module
 
 _EXPORTS = {
-    "BOARDS": "boards", "BoardPreset": "boards", "board": "boards",
-    "PynqDevice": "driver",
-    "SimBoard": "simboard", "simulated_pynq": "simboard", "write_sim_overlay": "simboard",
-    "write_project": "project", "check_project": "checks", "board_check": "selftest",
-    "RegisterMap": "regmap",
+    "BOARDS": "vtakit.hw.boards", "BoardPreset": "vtakit.hw.boards", "board": "vtakit.hw.boards",
+    "PynqDevice": "vtakit.fpga.driver",
+    "SimBoard": "vtakit.fpga.simboard", "simulated_pynq": "vtakit.fpga.simboard",
+    "write_sim_overlay": "vtakit.fpga.simboard",
+    "write_project": "vtakit.fpga.project", "check_project": "vtakit.fpga.checks",
+    "board_check": "vtakit.fpga.selftest",
+    "RegisterMap": "vtakit.fpga.regmap",
 }
 
 
 def __getattr__(name: str):
     if name in _EXPORTS:
-        return getattr(import_module(f"vtakit.fpga.{_EXPORTS[name]}"), name)
+        return getattr(import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module 'vtakit.fpga' has no attribute {name!r}")
 
 
