@@ -25,17 +25,17 @@ from vtakit.cli import main
 
 
 def _module(path: str | None):
-    from vtakit.cli._common import load_config
     from vtakit.compiler import zoo
     from vtakit.compiler.pipeline import compile_module
     from vtakit.compiler.module.compiled import CompiledModule
+    from vtakit.isa.config import DEFAULT_PRESET, HwConfig
 
     if path and Path(path).exists():
         return CompiledModule.load(path)
     rng = np.random.default_rng(0)  # the demo's seeds (vtakit/cli/demo.py)
     samples = [rng.standard_normal((1, 3, 224, 224)).astype(np.float32) for _ in range(4)]
     t0 = time.perf_counter()
-    module = compile_module(zoo.build("resnet18", seed=0), load_config(None), calibrate=samples)
+    module = compile_module(zoo.build("resnet18", seed=0), HwConfig.load(DEFAULT_PRESET), calibrate=samples)
     print(f"compiled in {time.perf_counter() - t0:.1f} s")
     if path:
         module.save(path)

@@ -303,7 +303,7 @@ to keep the bitstream anyway, or generate the project from a config with a lower
 
     make deploy BOARD=xilinx@<board-ip>      # copies overlay/* to ~/.vtakit/overlays on the board
     # on the board:
-    vtakit board check
+    vtakit fpga check
     vtakit run model.vtamod --device pynq --input x.npy
 
 ## What is in here

@@ -1,4 +1,4 @@
-"""`vtakit board check`: does the accelerator behind an overlay compute what the functional model does?
+"""`vtakit fpga check`: does the accelerator behind an overlay compute what the functional model does?
 
 Three steps, each a row of the report: the registers answer (the accelerator is idle, in which
 flavour, at which PL clock); random programs (sim.random_programs: padded loads, GEMM loops

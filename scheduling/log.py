@@ -27,7 +27,7 @@ import json
 import os
 import time
 import warnings
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -233,3 +233,9 @@ def apply_best(log: str | Path | list[str | Path]) -> Iterator[BestSchedules]:
     table = BestSchedules.from_records(records, where)
     with use_schedules(table):
         yield table
+
+
+def tuning_context(log: str | Path | list[str | Path] | None) -> AbstractContextManager[BestSchedules | None]:
+    """apply_best(log), or nothing when no log is given: what vtakit.compile and the CLI's --tuning-log
+    options enter around a compile.  Yields the schedule table (None without a log)."""
+    return apply_best(log) if log else nullcontext()

@@ -25,8 +25,9 @@ def compile(model, config=DEFAULT_PRESET, target: str = "vta", calibrate=None, t
     them) whose best schedules the convolutions use.  Other options: input_shapes,
     partition_options, schedules, seed, calibration ("search": exponents judged at the outputs),
     keep_float, keep_float_until (see vtakit.compiler.pipeline.compile_module)."""
-    from vtakit.cli._common import tuning_context
+    # Imported here so that `import vtakit` stays light: the compiler loads on the first compile.
     from vtakit.compiler.pipeline import compile_module
+    from vtakit.scheduling.log import tuning_context
 
     with tuning_context(tuning_log):
         return compile_module(model, config, target=target, calibrate=calibrate, **options)

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import shutil
+import sys
 from pathlib import Path
 
+from rich.console import Console
 from rich.table import Table
 
 from vtakit.isa.config import HwConfig
 from vtakit.sim.stats import RunStats
+
+
+class TextTable(Table):
+    """A rich Table that also prints from Python: `print(module.report().table())` shows the table as
+    text (no colour codes) instead of `<rich.table.Table object>`; a rich Console renders it as before."""
+
+    def __str__(self) -> str:
+        width = shutil.get_terminal_size((140, 24)).columns if sys.stdout.isatty() else 140
+        text = Console(width=width, color_system=None, force_terminal=False, highlight=False)
+        with text.capture() as captured:
+            text.print(self)
+        return captured.get().rstrip("\n")
 
 
 def _fmt(v) -> str:
@@ -18,8 +33,8 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def config_table(cfg: HwConfig) -> Table:
-    table = Table(title=f"configuration {cfg.label}", show_header=True)
+def config_table(cfg: HwConfig) -> TextTable:
+    table = TextTable(title=f"configuration {cfg.label}", show_header=True)
     table.add_column("parameter")
     table.add_column("value", justify="right")
     for key, value in cfg.summary().items():
@@ -27,8 +42,8 @@ def config_table(cfg: HwConfig) -> Table:
     return table
 
 
-def presets_table(presets: dict[str, HwConfig]) -> Table:
-    table = Table(title="presets")
+def presets_table(presets: dict[str, HwConfig]) -> TextTable:
+    table = TextTable(title="presets")
     for col in ("name", "target", "GEMM", "clock MHz", "bus B/cycle", "peak GOPS", "inp/wgt/acc depth",
                 "MUL"):
         table.add_column(col, justify="right" if col not in ("name", "target") else "left")
@@ -39,9 +54,9 @@ def presets_table(presets: dict[str, HwConfig]) -> Table:
     return table
 
 
-def stats_tables(stats: RunStats) -> list[Table]:
+def stats_tables(stats: RunStats) -> list[TextTable]:
     """A summary table and, for timed models, a per-module cycle breakdown."""
-    summary = Table(title=f"{stats.model} model, config {stats.config.label}", show_header=False)
+    summary = TextTable(title=f"{stats.model} model, config {stats.config.label}", show_header=False)
     summary.add_column("what")
     summary.add_column("value", justify="right")
     rows = [("instructions executed", stats.insns)]
@@ -61,7 +76,7 @@ def stats_tables(stats: RunStats) -> list[Table]:
         summary.add_row(k, _fmt(v))
     tables = [summary]
     if stats.modules:
-        mods = Table(title="cycles per module")
+        mods = TextTable(title="cycles per module")
         for col in ("module", "insns", "busy", "stall token", "stall memory", "stall queue", "idle",
                     "busy %"):
             mods.add_column(col, justify="left" if col == "module" else "right")

@@ -14,14 +14,12 @@ from dataclasses import asdict, dataclass, field
 import math
 from pathlib import Path
 
-from rich.table import Table
-
 from vtakit.compiler.quant.techniques.channel_fill import ChannelFill
 from vtakit.compiler.quant.recipe import recipe_lines
 from vtakit.compiler.quant.techniques.weight_rounding import WeightRounding
 from vtakit.compiler.quant.quantize import SAME_SCALE_OPS
 from vtakit.isa.config import HwConfig
-from vtakit.report import save_figure
+from vtakit.report import TextTable, save_figure
 
 VTA_C2_C11_MS = 88.3  # VTA on the PYNQ board, ResNet-18 C2-C11 (WORKLOADS.md)
 
@@ -150,8 +148,9 @@ class ModuleReport:
                                           for (op, kind), count in sorted(self.slow_host_ops.items())])
 
     # ------------------------------------------------------------ views
-    def table(self, *, host_rows: bool = True) -> Table:
-        t = Table(title=f"per layer on {self.device} ({self.config.label}, {self.config.clock_mhz:g} MHz)")
+    def table(self, *, host_rows: bool = True) -> TextTable:
+        """The per-layer table: a rich Console renders it, print() shows it as text."""
+        t = TextTable(title=f"per layer on {self.device} ({self.config.label}, {self.config.clock_mhz:g} MHz)")
         for col in ("layer", "op", "on", "cycles", "ms", "MMACs", "util %", "GOPS", "MB moved"):
             t.add_column(col, justify="left" if col in ("layer", "op", "on") else "right")
         for r in self.rows:

@@ -1,4 +1,4 @@
-"""The FPGA commands end to end: `vtakit fpga boards|project|sim-overlay`, `vtakit board check`
+"""The FPGA commands end to end: `vtakit fpga boards|project|sim-overlay|check`
 (on the simulated board; on this machine the real one is a one-line error), and
 `vtakit run --device pynq-sim|pynq` on a compiled network."""
 
@@ -30,21 +30,26 @@ def test_fpga_boards_and_project(tmp_path, capsys):
     assert "at most 64 bits" in _error_line(capsys)
 
 
-def test_board_check_on_the_simulated_board(tmp_path, capsys):
-    assert main(["board", "check", "--sim", "--programs", "3", "--json"]) == 0
+def test_fpga_check_on_the_simulated_board(tmp_path, capsys):
+    assert main(["fpga", "check", "--sim", "--programs", "3", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] and [r["name"] for r in report["rows"]] == ["registers", "random programs", "conv layer"]
     assert main(["fpga", "sim-overlay", "--board", "pynq-z2", "--flavour", "vta-hls", "-o", str(tmp_path)]) == 0
     bit = tmp_path / "1x16_i8w8a32_15_15_18_17.bit"
     assert bit.is_file() and bit.with_suffix(".hwh").is_file()
     capsys.readouterr()
-    assert main(["board", "check", "--sim", "--board", "pynq-z2", "--overlay", str(bit), "--programs", "2"]) == 0
+    assert main(["fpga", "check", "--sim", "--board", "pynq-z2", "--overlay", str(bit), "--programs", "2"]) == 0
     assert "board check passed" in capsys.readouterr().out
 
 
-def test_board_check_without_a_board(capsys):
-    assert main(["board", "check"]) == 1
+def test_fpga_check_without_a_board(capsys):
+    assert main(["fpga", "check"]) == 1
     assert "no PYNQ board here" in _error_line(capsys)
+
+
+def test_the_old_board_check_spelling_names_the_new_one(capsys):
+    assert main(["board", "check", "--sim"]) == 2
+    assert capsys.readouterr().err == "error: `vtakit board check` is now `vtakit fpga check` (same options)\n"
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""`vtakit cosim`, `vtakit hw gen|build|synth` and the RTL through the compiler."""
+"""`vtakit hw cosim|gen|build|synth` and the RTL through the compiler."""
 
 import json
 
@@ -29,13 +29,15 @@ def conv_image(tmp_path_factory):
 
 def test_cosim_cli_agrees(conv_image, capsys):
     capsys.readouterr()
-    assert main(["cosim", str(conv_image), "--json"]) == 0
+    assert main(["hw", "cosim", str(conv_image), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["agree"] and [r["model"] for r in report["runs"]] == ["functional", "cycle", "rtl"]
     assert abs(report["cycle_error"]) < 0.05
-    assert main(["cosim", str(conv_image)]) == 0
+    assert main(["hw", "cosim", str(conv_image)]) == 0
     out = capsys.readouterr().out
     assert "bit-exact" in out and "cycle model vs RTL" in out
+    assert main(["cosim", str(conv_image)]) == 2  # the spelling from before cosim joined `hw`
+    assert capsys.readouterr().err == "error: `vtakit cosim` is now `vtakit hw cosim` (same options)\n"
 
 
 def test_cosim_names_the_first_mismatch(monkeypatch):
@@ -83,7 +85,7 @@ def test_cosim_reports_a_failing_model(monkeypatch, tmp_path, capsys):
         return real_run(img, model=model, timeout_s=timeout_s)
 
     monkeypatch.setattr(cosim_module, "run_image", failing)
-    assert main(["cosim", str(path)]) == 1
+    assert main(["hw", "cosim", str(path)]) == 1
     assert "RTL made no progress" in capsys.readouterr().out
 
 

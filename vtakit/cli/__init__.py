@@ -4,7 +4,9 @@ Each command module under `vtakit/cli/` has `register(subparsers)` and its
 `cmd_*` functions; adding a command is one module plus one entry in
 `COMMAND_MODULES`.  Errors a user can cause arrive as one `error: ...` line on
 stderr and exit status 1.  Anything else is a bug in vtakit: it too is one line
-(exit status 2), and VTAKIT_DEBUG=1 shows its traceback.
+(exit status 2), and VTAKIT_DEBUG=1 shows its traceback.  Usage errors exit with
+status 2, as argparse's do; a command spelled as before it moved into its group
+(MOVED) is one of them, one line that names its new spelling.
 """
 
 from __future__ import annotations
@@ -23,12 +25,17 @@ COMMAND_MODULES = (
     "demo",           # demo
     "benchmark",      # bench conv2d|dense|sim|isa|tuner
     "compile_op",     # compile-op
-    "hardware",       # hw gen|build|synth, cosim
-    "fpga_board",     # fpga boards|project|sim-overlay, board check
+    "hardware",       # hw gen|build|synth|pnr|cosim
+    "fpga_board",     # fpga boards|project|sim-overlay|check
     "network",        # compile, run, report
     "tuning",         # tune
     "exploration",    # explore
 )
+
+
+MOVED = {"cosim": ("cosim", "hw cosim"), "board": ("board check", "fpga check")}
+"""Commands that moved into their noun's group: first word -> (old spelling, new one).  argparse's own
+error would only list the commands, so main() names the new spelling."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +52,11 @@ def _warning_line(message, category, filename, lineno, file=None, line=None) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in MOVED:
+        old, new = MOVED[argv[0]]
+        print(f"error: `vtakit {old}` is now `vtakit {new}` (same options)", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     warnings.showwarning = _warning_line
     try:

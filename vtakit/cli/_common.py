@@ -1,12 +1,10 @@
-"""What every command module of the CLI shares: the console, configuration loading, option parsing,
-tables, and the tuning-log context."""
+"""What every command module of the CLI shares: the console, configuration loading, option parsing
+and tables."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from contextlib import AbstractContextManager, nullcontext
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -51,17 +49,6 @@ def print_rows(title: str, rows: list[dict], keys: list[str] | None = None) -> N
             cells.append("-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v))
         table.add_row(*cells)
     console.print(table)
-
-
-def tuning_context(log: Any) -> AbstractContextManager:
-    """The best schedules of a `vtakit tune` log (a path or a list of paths) for the enclosed compiles.
-
-    Yields the schedule table (None without a log)."""
-    if not log:
-        return nullcontext()
-    from vtakit.scheduling.log import apply_best
-
-    return apply_best(log)
 
 
 class DeprecatedAlias(argparse.Action):

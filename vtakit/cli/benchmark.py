@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from vtakit.cli._common import CONFIG_HELP, console, load_config, print_rows, progress_console, tuning_context
+from vtakit.cli._common import CONFIG_HELP, console, load_config, print_rows, progress_console
 from vtakit.errors import VtaError
 from vtakit.isa.config import HwConfig
 
@@ -16,6 +16,7 @@ def cmd_bench_layers(args) -> int:
     from rich.progress import Progress
 
     from vtakit.compiler.backends.vta.layer_bench import run_layer, select
+    from vtakit.scheduling.log import tuning_context
 
     cfg = load_config(args.config)
     what = args.bench

@@ -1,4 +1,4 @@
-"""`vtakit demo`: ResNet-18 compiled and run on the cycle model, or one of its layers with a trace."""
+"""`vtakit demo`: ResNet-18 compiled and run on the cycle model, or one of its layers (with a trace on request)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from vtakit.cli._common import CONFIG_HELP, console, load_config
+from vtakit.cli._common import CONFIG_HELP, DeprecatedAlias, console, load_config
 from vtakit.errors import VtaError
 
 
@@ -45,7 +45,8 @@ def _network_demo(args) -> int:
         ms = sum(r.ms for r in c2_c11)
         console.print(f"the convolutions of layer1-layer4 (WORKLOADS.md's C2-C11 with their repeats): {ms:.1f} ms "
                       f"predicted at {cfg.clock_mhz:g} MHz; VTA measured {VTA_C2_C11_MS} ms for C2-C11 on the board")
-    console.print(f"roofline written to {rep.roofline(args.roofline)}")
+    if args.plot:
+        console.print(f"roofline written to {rep.roofline(args.plot)}")
     console.print("more: vtakit compile MODEL.onnx -o m.vtamod; vtakit run m.vtamod --input x.npy --report")
     return 0
 
@@ -81,7 +82,8 @@ def _layer_demo(args) -> int:
     ok = bool(np.array_equal(y, reference.conv2d(x, w, layer.stride, layer.pad, b, shift=8, clip=(0, 127))))
     console.print(f"{layer.name}: {rep.cycles:,} cycles, {rep.utilization * 100:.1f} % of peak, {rep.gops:.1f} GOPS "
                   f"at {cfg.clock_mhz:g} MHz; result matches numpy: {'[green]yes[/]' if ok else '[red]NO[/]'}")
-    console.print(f"trace written to {rep.stats.trace_path} (open in https://ui.perfetto.dev)")
+    if rep.stats.trace_path:
+        console.print(f"trace written to {rep.stats.trace_path} (open in https://ui.perfetto.dev)")
     console.print("more: vtakit bench conv2d --workload resnet18")
     return 0 if ok else 1
 
@@ -89,8 +91,10 @@ def _layer_demo(args) -> int:
 def register(sub) -> None:
     m = sub.add_parser("demo", help="compile ResNet-18 and run it on the cycle model (or one layer: --layer)")
     m.add_argument("--config", help=CONFIG_HELP)
-    m.add_argument("--layer", help="only this ResNet-18 layer (C1..C11), with a Chrome trace")
-    m.add_argument("--trace", default="out/demo_trace.json", help="with --layer: the trace file")
+    m.add_argument("--layer", help="only this ResNet-18 layer (C1..C11)")
+    m.add_argument("--trace", help="with --layer: write a Chrome/Perfetto trace JSON here")
     m.add_argument("--samples", type=int, default=4, help="calibration images (seeded random)")
-    m.add_argument("--roofline", default="out/resnet18_roofline.png")
+    m.add_argument("--plot", metavar="PNG", help="without --layer: write the roofline of the accelerator tasks here")
+    m.add_argument("--roofline", dest="plot", action=DeprecatedAlias, new="--plot",
+                   help="deprecated spelling of --plot")
     m.set_defaults(func=cmd_demo)

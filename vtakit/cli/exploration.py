@@ -94,5 +94,6 @@ def register(sub) -> None:
     e.add_argument("--tuning-log", action="append", metavar="LOG",
                    help="a `vtakit tune` log: layers it tuned on a point's exact configuration use the best schedule")
     e.add_argument("--fresh", action="store_true", help="ignore the job log of an earlier run in the output folder")
-    e.add_argument("-o", "--output", default="out/explore", help="output folder (CSV, PNG, summary, job log)")
+    e.add_argument("-o", "--output", required=True,
+                   help="output folder (CSV, PNG, summary, job log; a rerun resumes from its job log)")
     e.set_defaults(func=cmd_explore)

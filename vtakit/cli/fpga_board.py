@@ -1,4 +1,4 @@
-"""The FPGA commands of the `vtakit` command line: `fpga boards|project|sim-overlay` and `board check`."""
+"""The FPGA commands of the `vtakit` command line: `fpga boards|project|sim-overlay|check`."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def cmd_fpga(args) -> int:
 
         bit = write_sim_overlay(args.output, preset, cfg, args.flavour)
         console.print(f"simulated overlay for {cfg.label} on the {preset.title} ({args.flavour} registers): {bit} "
-                      f"and {bit.with_suffix('.hwh').name}; run it with `vtakit board check --sim --overlay {bit}`")
+                      f"and {bit.with_suffix('.hwh').name}; run it with `vtakit fpga check --sim --overlay {bit}`")
         return 0
     from vtakit.fpga.project import write_project
 
@@ -62,7 +62,7 @@ def cmd_fpga(args) -> int:
 
 
 def _overlay_board_and_config(args):
-    """Board and config for `board check`: the options, else what the overlay says it was built for."""
+    """Board and config for `fpga check`: the options, else what the overlay says it was built for."""
     from vtakit.hw.boards import board, board_for
     from vtakit.fpga.overlay import overlay_config, overlay_files, read_sidecar
 
@@ -77,7 +77,7 @@ def _overlay_board_and_config(args):
     return (board(name) if name else board_for(cfg)), cfg
 
 
-def cmd_board(args) -> int:
+def cmd_check(args) -> int:
     from vtakit.fpga.selftest import board_check
 
     preset, cfg = _overlay_board_and_config(args)
@@ -98,7 +98,7 @@ def cmd_board(args) -> int:
         print(json.dumps({"ok": ok, "device": where, "config": cfg.label,
                           "overlay": str(device.overlay.bitfile_name), "rows": [r.to_dict() for r in rows]}, indent=2))
         return 0 if ok else 1
-    table = Table(title=f"vtakit board check: {cfg.label} on {where} ({Path(device.overlay.bitfile_name).name})")
+    table = Table(title=f"vtakit fpga check: {cfg.label} on {where} ({Path(device.overlay.bitfile_name).name})")
     for col in ("check", "result", "cycles", "seconds", "detail"):
         table.add_column(col)
     for r in rows:
@@ -111,24 +111,23 @@ def cmd_board(args) -> int:
 
 
 def register(sub) -> None:
-    f = sub.add_parser("fpga", help="PYNQ boards: presets, Vivado projects, simulated overlays")
+    f = sub.add_parser("fpga", help="PYNQ boards: presets, Vivado projects, simulated overlays, the board self-test")
     fsub = f.add_subparsers(dest="fpga_cmd", required=True)
-    fsub.add_parser("boards", help="list the board presets")
+    fsub.add_parser("boards", help="list the board presets").set_defaults(func=cmd_fpga)
     p = fsub.add_parser("project", help="write the Vivado project that builds the overlay (.bit + .hwh)")
     s = fsub.add_parser("sim-overlay", help="write a simulated overlay (.bit + .hwh) for the simulated board")
     for q in (p, s):
         q.add_argument("--board", help="pynq-z1, pynq-z2, ultra96-v2, zcu104 (default: the config's)")
         q.add_argument("--config", help=CONFIG_HELP + " (default: the board's preset)")
         q.add_argument("-o", "--output", required=True, help="output folder")
+        q.set_defaults(func=cmd_fpga)
     p.add_argument("--check", action="store_true", help="verify the generated files (Tcl dry run, ports, Yosys)")
     p.add_argument("--no-yosys", action="store_true", help="with --check: skip the Yosys elaboration")
     s.add_argument("--flavour", choices=["vtakit", "vta-hls"], default="vtakit",
                    help="this project's register IP, or VTA's four HLS IPs")
-    f.set_defaults(func=cmd_fpga)
 
-    b = sub.add_parser("board", help="the accelerator on a PYNQ board")
-    bsub = b.add_subparsers(dest="board_cmd", required=True)
-    c = bsub.add_parser("check", help="self-test: registers, random programs and a conv layer vs the functional model")
+    c = fsub.add_parser("check", help="self-test of the accelerator on a PYNQ board (or the simulated one): "
+                                      "registers, random programs and a conv layer vs the functional model")
     c.add_argument("--overlay", help=".bit of the overlay (default: $VTAKIT_OVERLAY or ~/.vtakit/overlays)")
     c.add_argument("--board", help="board preset (checks the bitstream's part)")
     c.add_argument("--config", help=CONFIG_HELP + " (default: the overlay's)")
@@ -138,4 +137,4 @@ def register(sub) -> None:
     c.add_argument("--programs", type=int, default=8, help="random programs to compare")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--json", action="store_true")
-    b.set_defaults(func=cmd_board)
+    c.set_defaults(func=cmd_check)

@@ -1,4 +1,5 @@
-"""The hardware commands of the `vtakit` command line: `hw gen|build|synth|pnr` and `cosim`."""
+"""The hardware commands of the `vtakit` command line: `hw gen|build|synth|pnr|cosim`, each a subcommand
+with only its own options."""
 
 from __future__ import annotations
 
@@ -11,27 +12,31 @@ from vtakit.cli._common import CONFIG_HELP, console, load_config
 from vtakit.errors import VtaError
 
 
-def cmd_hw(args) -> int:
+def cmd_gen(args) -> int:
+    from vtakit.hw.gen import generate
+
     cfg = load_config(args.config)
-    if args.action == "gen":
-        from vtakit.hw.gen import generate
+    files = generate(cfg, args.output)
+    console.print(f"config {cfg.label}: {len(files)} files -> {args.output} "
+                  f"(vta_pkg.sv generated, top module vta_top)")
+    return 0
 
-        files = generate(cfg, args.output)
-        console.print(f"config {cfg.label}: {len(files)} files -> {args.output} "
-                      f"(vta_pkg.sv generated, top module vta_top)")
-        return 0
-    if args.action == "build":
-        from vtakit.hw.build import build
 
-        t0 = time.perf_counter()
-        lib = build(cfg, trace=args.trace)
-        console.print(f"config {cfg.label}: Verilator model (lint -Wall clean) at {lib} "
-                      f"({time.perf_counter() - t0:.1f} s, cached by sources and config)")
-        return 0
-    if args.action == "pnr":
-        return _pnr(cfg, args.json)
+def cmd_build(args) -> int:
+    from vtakit.hw.build import build
+
+    cfg = load_config(args.config)
+    t0 = time.perf_counter()
+    lib = build(cfg, trace=args.trace)
+    console.print(f"config {cfg.label}: Verilator model (lint -Wall clean) at {lib} "
+                  f"({time.perf_counter() - t0:.1f} s, cached by sources and config)")
+    return 0
+
+
+def cmd_synth(args) -> int:
     from vtakit.hw.synth import synth
 
+    cfg = load_config(args.config)
     with console.status(f"Yosys synth_xilinx of {cfg.label} (minutes on first run, cached after)"):
         result = synth(cfg, args.part)
     est = None
@@ -76,12 +81,13 @@ def _print_timing(est) -> None:
                   f"({est.routed_start} -> {est.routed_end})")
 
 
-def _pnr(cfg, as_json: bool) -> int:
+def cmd_pnr(args) -> int:
     from vtakit.hw.pnr import pnr
 
+    cfg = load_config(args.config)
     with console.status(f"Yosys synth_ecp5 + nextpnr-ecp5 of {cfg.label} (tens of minutes on first run, cached after)"):
         r = pnr(cfg)
-    if as_json:
+    if args.json:
         print(json.dumps(r.to_dict(), indent=2))
         return 0
     colour = "green" if r.fmax_mhz >= r.clock_mhz else "red"
@@ -104,7 +110,7 @@ def cmd_cosim(args) -> int:
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
         return 0 if report.agree else 1
-    table = Table(title=f"vtakit cosim {args.program} (config {report.config})")
+    table = Table(title=f"vtakit hw cosim {args.program} (config {report.config})")
     for col in ("model", "cycles", "wall s", "result"):
         table.add_column(col, justify="right")
     for run in report.runs:
@@ -126,17 +132,32 @@ def cmd_cosim(args) -> int:
 
 def register(sub) -> None:
     h = sub.add_parser("hw", help="the RTL: generate, build with Verilator, synthesize with Yosys, place and "
-                                  "route on an ECP5 with nextpnr (pnr)")
-    h.add_argument("action", choices=["gen", "build", "synth", "pnr"])
-    h.add_argument("--config", help=CONFIG_HELP)
-    h.add_argument("-o", "--output", default="rtl_out", help="gen: output folder")
-    h.add_argument("--trace", choices=["fst", "vcd"], help="build: a model that can write waveforms")
-    h.add_argument("--part", help="synth: Xilinx part (default: the config's board)")
-    h.add_argument("--json", action="store_true", help="synth: print lut, ff, bram36, dsp, fits (and timing) as JSON")
-    h.add_argument("--no-timing", action="store_true", help="synth: resources only, no static timing estimate")
-    h.set_defaults(func=cmd_hw)
+                                  "route on an ECP5 with nextpnr, co-simulate against the models")
+    hsub = h.add_subparsers(dest="hw_cmd", required=True)
+    g = hsub.add_parser("gen", help="write the RTL sources with the config's generated package vta_pkg.sv")
+    g.add_argument("--config", help=CONFIG_HELP)
+    g.add_argument("-o", "--output", required=True, help="output folder")
+    g.set_defaults(func=cmd_gen)
 
-    c = sub.add_parser("cosim", help="run a program image on the functional model, the cycle model and the RTL")
+    b = hsub.add_parser("build", help="build the RTL into a Verilator model (cached by sources and config)")
+    b.add_argument("--config", help=CONFIG_HELP)
+    b.add_argument("--trace", choices=["fst", "vcd"], help="a model that can write waveforms")
+    b.set_defaults(func=cmd_build)
+
+    s = hsub.add_parser("synth", help="Yosys synth_xilinx: resources against the part, and a static timing estimate")
+    s.add_argument("--config", help=CONFIG_HELP)
+    s.add_argument("--part", help="Xilinx part (default: the config's board)")
+    s.add_argument("--json", action="store_true", help="print lut, ff, bram36, dsp, fits (and timing) as JSON")
+    s.add_argument("--no-timing", action="store_true", help="resources only, no static timing estimate")
+    s.set_defaults(func=cmd_synth)
+
+    p = hsub.add_parser("pnr", help="Yosys synth_ecp5 + nextpnr-ecp5: a post-route fmax on a Lattice part "
+                                    "(a second opinion on timing)")
+    p.add_argument("--config", help=CONFIG_HELP)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_pnr)
+
+    c = hsub.add_parser("cosim", help="run a program image on the functional model, the cycle model and the RTL")
     c.add_argument("program")
     c.add_argument("--config", help="check the image was built for this configuration")
     c.add_argument("--timeout", type=float, help="give up on a model after this many seconds")

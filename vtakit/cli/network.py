@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vtakit.cli._common import CONFIG_HELP, console, progress_console, tuning_context
+from vtakit.cli._common import CONFIG_HELP, DeprecatedAlias, console, progress_console
 from vtakit.devices import device_names
 from vtakit.compiler.quant.recipe import AUTO, recipe_table
 from vtakit.compiler.module.report import calibration_lines
@@ -21,6 +21,7 @@ from vtakit.compiler.module.runner import NonFiniteInputWarning
 from vtakit.errors import VtaError, one_line
 from vtakit.files import check_archive, regular_file
 from vtakit.isa.config import DEFAULT_PRESET
+from vtakit.scheduling.log import tuning_context
 
 
 
@@ -111,14 +112,19 @@ def cmd_compile(args) -> int:
     return 0
 
 
-def _print_report(module, png: str | None) -> None:
-
-    rep = module.report()
+def _print_report(rep) -> None:
+    """The per-layer table and the totals of a module's last run (`run --report`, `report`)."""
     console.print(rep.table())
     for line in rep.summary_lines():
         console.print(line)
-    if png and module.target == "vta" and rep.accelerator_cycles:
-        console.print(f"roofline written to {rep.roofline(png)}")
+
+
+def _write_roofline(rep, path: str, say) -> None:
+    """--plot PATH: the roofline PNG of the run's accelerator tasks; like every file, written only when asked."""
+    if not rep.accelerator_cycles:
+        print(f"warning: no roofline written to {path}: the run had no accelerator tasks", file=sys.stderr)
+        return
+    say(f"roofline written to {rep.roofline(path)}")
 
 
 def cmd_run(args) -> int:
@@ -138,7 +144,9 @@ def cmd_run(args) -> int:
         _save_outputs(args.output, outputs)
         console.print(f"outputs written to {args.output}")
     if args.report:
-        _print_report(module, args.roofline)
+        _print_report(module.report())
+    if args.plot:
+        _write_roofline(module.report(), args.plot, console.print)
     return 0
 
 
@@ -318,19 +326,46 @@ def cmd_report(args) -> int:
     from vtakit.compiler.module.compiled import CompiledModule
 
     if args.accuracy:
+        if args.json:
+            raise VtaError("--json prints a module's report; the --accuracy comparison prints tables only")
         return cmd_accuracy(args)
     module = CompiledModule.load(args.module, max_bytes=_max_module_bytes(args))
+    def say(line: str) -> None:
+        """A line for the user: on stderr with --json, so that stdout holds the JSON alone."""
+        if args.json:
+            print(line, file=sys.stderr)
+        else:
+            console.print(line)
+
     if args.input:
         data = _load_arrays(args.input, "input")
     else:
         rng = np.random.default_rng(args.seed)
         data = {n: rng.standard_normal(i.shape).astype(i.dtype) for n, i in module.inputs.items()}
-        console.print(f"no --input: running on seeded random inputs (seed {args.seed})")
+        say(f"no --input: running on seeded random inputs (seed {args.seed})")
     _run_warning_in_one_line(module, data, device=args.device)
-    _print_report(module, args.roofline)
+    rep = module.report()
     if args.json:
-        print(json.dumps(module.report().to_dict(), indent=2, default=str))
+        print(json.dumps(rep.to_dict(), indent=2, allow_nan=False, default=_json_number))
+    else:
+        _print_report(rep)
+    if args.plot:
+        _write_roofline(rep, args.plot, say)
     return 0
+
+
+def _json_number(value):
+    """A numpy scalar (a device's counter) as the JSON number it is; anything else stays a TypeError."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _plot_options(p, what: str) -> None:
+    """--plot PATH (no default: no file is written unasked), and --roofline, its old spelling."""
+    p.add_argument("--plot", metavar="PNG", help=what)
+    p.add_argument("--roofline", dest="plot", action=DeprecatedAlias, new="--plot",
+                   help="deprecated spelling of --plot")
 
 
 def register(sub) -> None:
@@ -360,21 +395,20 @@ def register(sub) -> None:
     r.add_argument("--device", default="sim", choices=device_names())
     r.add_argument("--timeout", type=float, help="seconds per accelerator task")
     r.add_argument("--report", action="store_true", help="print the per-layer table")
-    r.add_argument("--roofline", default="out/roofline.png", help="with --report: the roofline PNG")
+    _plot_options(r, "write the roofline of the accelerator tasks to this PNG")
     r.add_argument("--strict", action="store_true", help="inputs holding NaN or infinities are an error "
                                                          "(default: a warning)")
     r.add_argument("--max-module-mb", type=float, help="cap on the module's decompressed size (default 2048, "
                                                        "or VTAKIT_MAX_MODULE_MB)")
     r.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("report", help="run a module and print where the time goes, with a roofline PNG; "
+    p = sub.add_parser("report", help="run a module and print where the time goes (--plot: a roofline PNG); "
                                       "with --accuracy, compare an ONNX model's int8 graph with its float one")
     p.add_argument("module", help=".vtamod module (with --accuracy: the ONNX model)")
     p.add_argument("--accuracy", action="store_true",
                    help="per layer SQNR / cosine of int8 against float, exponents, clipped fractions, a PNG plot")
     p.add_argument("--calibrate", help="with --accuracy: .npy of N stacked samples, or .npz by input name")
     p.add_argument("--input-shape", action="append", help="with --accuracy: NAME=D0,D1,... for symbolic dims")
-    p.add_argument("--plot", default="out/accuracy.png", help="with --accuracy: the PNG plot")
     p.add_argument("--config", help="with --accuracy: the configuration whose requantization the int8 graph uses "
                                     "(multipliers where it has ALU MUL); " + CONFIG_HELP)
     _int8_options(p)
@@ -382,9 +416,10 @@ def register(sub) -> None:
     _limit_options(p)
     p.add_argument("--input", help=".npy or .npz (default: seeded random inputs)")
     p.add_argument("--device", default="sim", choices=device_names())
-    p.add_argument("--roofline", default="out/roofline.png")
+    _plot_options(p, "write the roofline of the accelerator tasks to this PNG (with --accuracy: the per-layer "
+                     "accuracy plot)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as JSON (and nothing else on stdout)")
     p.add_argument("--max-module-mb", type=float, help="cap on the module's decompressed size (default 2048, "
                                                        "or VTAKIT_MAX_MODULE_MB)")
     p.set_defaults(func=cmd_report)

@@ -1,5 +1,7 @@
 """`vtakit compile`, `run` and `report` on a zoo model, and their one-line errors."""
 
+import json
+
 import numpy as np
 import onnx
 
@@ -25,13 +27,55 @@ def test_compile_run_report(tmp_path, capsys):
         outs[device] = np.load(out)
     assert np.array_equal(outs["fsim"], outs["sim"]) and np.array_equal(outs["sim"], outs["cpu"])
     png = tmp_path / "roof.png"
-    assert main(["report", str(mod), "--roofline", str(png)]) == 0
+    assert main(["report", str(mod), "--plot", str(png)]) == 0
     text = capsys.readouterr().out
     assert "accelerator:" in text and "QConv" in text and png.exists()
     cpu_mod = tmp_path / "small_cpu.vtamod"
     assert main(["compile", str(model), "--target", "cpu", "-o", str(cpu_mod)]) == 0
     assert main(["run", str(cpu_mod), "--input", str(tmp_path / "x.npy"), "--output", str(tmp_path / "f.npy")]) == 0
     assert np.abs(np.load(tmp_path / "f.npy") - outs["sim"]).max() < 0.1
+
+
+def test_report_json_table_as_text_and_no_file_unasked(tmp_path, monkeypatch, capsys):
+    """`report --json` prints JSON alone on stdout; the report's table prints as text from Python;
+    run and report write no file the user did not name (the roofline only with --plot)."""
+    from vtakit.compiler.module.compiled import CompiledModule
+
+    model, mod, x = tmp_path / "digits.onnx", tmp_path / "d.vtamod", tmp_path / "x.npy"
+    onnx.save(zoo.build("digits_cnn"), model)
+    assert main(["compile", str(model), "-o", str(mod)]) == 0
+    module = CompiledModule.load(mod)
+    (name, info), = module.inputs.items()
+    np.save(x, np.random.default_rng(0).standard_normal(info.shape).astype(np.float32))
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    capsys.readouterr()
+    assert main(["run", str(mod), "--input", str(x), "--report"]) == 0
+    assert "accelerator:" in capsys.readouterr().out
+    assert main(["report", str(mod), "--json"]) == 0
+    captured = capsys.readouterr()
+    rep = json.loads(captured.out)
+    assert rep["accelerator_cycles"] > 0 and {r["place"] for r in rep["layers"]} == {"vta", "host"}
+    assert "seeded random inputs" in captured.err
+    assert main(["report", str(mod), "--accuracy", "--json"]) == 1
+    assert "--accuracy" in capsys.readouterr().err
+    assert list(cwd.iterdir()) == []
+    png = tmp_path / "roof.png"
+    assert main(["report", str(mod), "--input", str(x), "--json", "--plot", str(png)]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["accelerator_cycles"] == rep["accelerator_cycles"]
+    assert png.is_file() and f"roofline written to {png}" in captured.err
+    png.unlink()
+    assert main(["run", str(mod), "--input", str(x), "--roofline", str(png)]) == 0
+    assert png.is_file() and "--roofline is deprecated; use --plot" in capsys.readouterr().err
+
+    module.run(np.load(x), device="sim")
+    table = module.report().table()
+    text = str(table)
+    assert "per layer on sim" in text and "QConv" in text and "rich" not in text and "\x1b" not in text
+    print(table)
+    assert capsys.readouterr().out == text + "\n"
 
 
 def test_cli_errors_are_one_line(tmp_path, capsys):

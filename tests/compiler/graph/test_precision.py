@@ -202,7 +202,7 @@ def test_vtakit_report_prints_each_output_precision(tmp_path, capsys):
     np.save(tmp_path / "x.npy", x)
     mod = str(tmp_path / "m.vtamod")
     assert main(["compile", str(tmp_path / "m.onnx"), "--calibrate", str(tmp_path / "cal.npy"), "-o", mod]) == 0
-    assert main(["report", mod, "--input", str(tmp_path / "x.npy"), "--roofline", str(tmp_path / "r.png")]) == 0
+    assert main(["report", mod, "--input", str(tmp_path / "x.npy"), "--plot", str(tmp_path / "r.png")]) == 0
     assert "output y (4, 1): float from softmax (Softmax)" in capsys.readouterr().out
 
 
