@@ -3,7 +3,7 @@ checked against numpy, with the cycle model's cycles and its error beside the RT
 
 Same as `vtakit bench conv2d --device rtl --layers C2,...,C11`; extra arguments are
 passed through (e.g. --config 1x8, --json).  The simulator-speed figure of the RTL
-comes from `vtakit bench sim --models cycle,rtl`.
+comes from `python benchmarks/sim_speed.py --models cycle,rtl`.
 """
 
 import sys

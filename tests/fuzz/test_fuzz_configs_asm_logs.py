@@ -20,7 +20,7 @@ from vtakit.compiler.backends.vta import ops
 from vtakit.compiler.backends.vta.templates import ConvKnobs
 from vtakit.errors import ConfigError, IsaError, VtaError
 from vtakit.isa.asm import asm, disasm
-from vtakit.isa.codec_speed import random_instructions
+from vtakit.isa.random_instructions import random_instructions
 from vtakit.isa.config import PRESETS, HwConfig
 from vtakit.isa.encoding import encode_program
 from vtakit.scheduling.log import TuningLog, TuningLogWarning, apply_best, read_log

@@ -138,7 +138,7 @@ def test_conv2d_on_rtl_matches_numpy():
 @pytest.mark.parametrize("layer", [layer for layer in RESNET18 if layer.name != "C1"], ids=lambda layer: layer.name)
 def test_resnet_layer_on_rtl(layer):
     """C2-C11 on the RTL: numpy's result, and the cycle model within 5 % of the RTL's cycles."""
-    from vtakit.compiler.backends.vta.layer_bench import run_layer
+    from vtakit.compiler.backends.vta.layer_runs import run_layer
 
     row = run_layer(layer, PYNQ, "rtl", None)
     assert row["correct"]

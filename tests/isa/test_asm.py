@@ -5,7 +5,7 @@ import pytest
 from vtakit.errors import IsaError
 from vtakit.isa import PRESETS, Alu, AluOp, Finish, Gemm, HwConfig, Load, MemId, Store
 from vtakit.isa.asm import asm, disasm
-from vtakit.isa.codec_speed import random_instructions
+from vtakit.isa.random_instructions import random_instructions
 from vtakit.isa.encoding import encode_program
 
 PYNQ = HwConfig.preset("pynq")

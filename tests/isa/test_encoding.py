@@ -10,7 +10,7 @@ from vtakit.isa import (
     PRESETS, Alu, AluOp, Finish, Gemm, HwConfig, Load, MemId, Store, Uop, decode, decode_program,
     decode_uops, encode, encode_program, encode_uops,
 )
-from vtakit.isa.codec_speed import random_instructions
+from vtakit.isa.random_instructions import random_instructions
 from vtakit.isa.fields import alu_layout, gemm_layout, mem_layout, uop_layout
 
 PYNQ = HwConfig.preset("pynq")

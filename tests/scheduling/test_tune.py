@@ -211,7 +211,7 @@ def test_shipped_tuning_log_reproduces_its_cycles():
     """benchmarks/tuned_resnet18_pynq.jsonl (the best record per layer of a 200-trial run): applied to
     `vtakit bench conv2d`, the 1x1 layers get the recorded schedules, correct results, and no more than the
     recorded cycles (the bias now added by a GEMM, lowering/bias.py, takes fewer than when they were tuned)."""
-    from vtakit.compiler.backends.vta.layer_bench import run_layer
+    from vtakit.compiler.backends.vta.layer_runs import run_layer
     from vtakit.compiler.backends.vta.layers import RESNET18
 
     path = Path(__file__).parents[2] / "benchmarks" / "tuned_resnet18_pynq.jsonl"

@@ -1,21 +1,23 @@
-"""`vtakit bench conv2d|dense|sim|isa|tuner`: figures, printed as tables (or JSON).
+"""`vtakit bench conv2d|dense|tuner`: what the accelerator and its compiler achieve on your
+configuration (cycles, utilization, bit-exact results; trials to a good schedule), as tables or JSON.
 
 Each benchmark is its own subcommand with only its own options, so a flag that
-one of them does not read is an error rather than silently ignored."""
+one of them does not read is an error rather than silently ignored.  The speed of vtakit's own code
+(the simulators, the instruction codec) is measured by benchmarks/sim_speed.py and
+benchmarks/isa_speed.py in the repository, not by the installed command."""
 
 from __future__ import annotations
 
 import json
 
 from vtakit.cli._common import CONFIG_HELP, console, load_config, print_rows, progress_console
-from vtakit.errors import VtaError
 from vtakit.isa.config import HwConfig
 
 
 def cmd_bench_layers(args) -> int:
     from rich.progress import Progress
 
-    from vtakit.compiler.backends.vta.layer_bench import run_layer, select
+    from vtakit.compiler.backends.vta.layer_runs import run_layer, select
     from vtakit.scheduling.log import tuning_context
 
     cfg = load_config(args.config)
@@ -50,7 +52,7 @@ def cmd_bench_layers(args) -> int:
 
 
 def _print_layer_summary(rows: list[dict], cfg: HwConfig) -> None:
-    from vtakit.compiler.backends.vta.layer_bench import summary
+    from vtakit.compiler.backends.vta.layer_runs import summary
 
     groups = {"all layers": rows, "layers VTA offloads": [r for r in rows if r["vta_offloads"]]}
     for label, group in groups.items():
@@ -60,28 +62,6 @@ def _print_layer_summary(rows: list[dict], cfg: HwConfig) -> None:
         if group and s["weighted_utilization"] is not None:
             console.print(f"{label} ({', '.join(r['name'] for r in group)}): total cycles, repeats counted, "
                           f"{s['total_cycles']:,}; MAC-weighted utilization {s['weighted_utilization'] * 100:.1f} %")
-
-
-def cmd_bench_speed(args) -> int:
-    """Simulator or ISA encode/decode speed."""
-    cfg = load_config(args.config)
-    if args.bench == "isa":
-        from vtakit.isa.codec_speed import isa_speed
-
-        rows = [isa_speed(cfg, args.count)]
-    else:
-        from vtakit.sim.sim_speed import PROGRAMS, sim_speed
-
-        programs = args.programs.split(",") if args.programs else list(PROGRAMS)
-        unknown = [p for p in programs if p not in PROGRAMS]
-        if unknown:
-            raise VtaError(f"unknown benchmark program {unknown[0]!r}; known: {', '.join(PROGRAMS)}")
-        rows = sim_speed(cfg, programs, args.models.split(","))
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    print_rows(f"vtakit bench {args.bench} (config {cfg.label})", rows)
-    return 0
 
 
 def register(sub) -> None:
@@ -100,19 +80,6 @@ def register(sub) -> None:
         p.add_argument("--tuning-log", help="use the best schedules of this tuning log")
         p.add_argument("--json", action="store_true")
         p.set_defaults(func=cmd_bench_layers)
-
-    s = bench.add_parser("sim", help="simulator speed on benchmark programs")
-    s.add_argument("--config", help=CONFIG_HELP)
-    s.add_argument("--programs", help="comma-separated benchmark programs")
-    s.add_argument("--models", default="functional,cycle", help="comma-separated models")
-    s.add_argument("--json", action="store_true")
-    s.set_defaults(func=cmd_bench_speed)
-
-    i = bench.add_parser("isa", help="instruction encode/decode speed")
-    i.add_argument("--config", help=CONFIG_HELP)
-    i.add_argument("--count", type=int, default=100_000, help="instructions")
-    i.add_argument("--json", action="store_true")
-    i.set_defaults(func=cmd_bench_speed)
 
     t = bench.add_parser("tuner", help="trials the XGBoost tuner and random search need to reach 95 %% of the best")
     t.add_argument("--config", help=CONFIG_HELP)

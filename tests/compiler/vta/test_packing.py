@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import vtakit.ops as ops
-from vtakit.compiler.backends.vta import layer_bench, reference
+from vtakit.compiler.backends.vta import layer_runs, reference
 from vtakit.compiler.backends.vta.layers import RESNET18
 from vtakit.compiler.backends.vta.packing import ConvGeometry, bias_digits, candidates, choose_packing, packing, with_bias_lanes
 from vtakit.errors import CompileError
@@ -132,7 +132,7 @@ def test_unknown_packing_is_one_error():
 def test_resnet18_conv1_cycles():
     """C1 with VTA's benchmark epilogue, default (untuned) choice: im2col with the bias in 13 idle
     lanes, bit-exact, >= 60 % of peak (16.2 % unpacked: 2,844,402 cycles)."""
-    row = layer_bench.run_layer(LAYERS["C1"], PYNQ, "sim", None)
+    row = layer_runs.run_layer(LAYERS["C1"], PYNQ, "sim", None)
     assert row["correct"] and row["packing"] == "im2col+bias"
     assert row["cycles"] == 709_314   # 711,295 before the micro-ops were loaded once up front; 738,917 before the heuristic's fit
     assert row["utilization"] >= 0.60

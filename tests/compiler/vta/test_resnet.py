@@ -1,8 +1,8 @@
-"""ResNet-18's convolution layers (compiler/workloads.py) end to end.
+"""ResNet-18's convolution layers (compiler/backends/vta/layers.py) end to end.
 
 The cycle model is deterministic, so utilization targets with the default
 schedules are assertions, not benchmarks.  Every layer runs with VTA's benchmark
-epilogue (+ bias, >> 8, clip to [0, 127]) via `compiler.bench.run_layer`, which
+epilogue (+ bias, >> 8, clip to [0, 127]) via `layer_runs.run_layer`, which
 also checks it against the numpy reference.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from vtakit.compiler.backends.vta import layer_bench as bench
+from vtakit.compiler.backends.vta import layer_runs
 from vtakit.compiler.backends.vta.ops import compile_conv2d
 from vtakit.compiler.backends.vta.layers import RESNET18, RESNET18_DENSE
 from vtakit.isa.config import HwConfig
@@ -28,7 +28,7 @@ def _check(row: dict) -> None:
 
 @pytest.mark.parametrize("name", ["C2", "C11", "C4"])
 def test_layer_correct_on_cycle_model(name):
-    row = bench.run_layer(LAYERS[name], PYNQ, "sim", None, seed=1)
+    row = layer_runs.run_layer(LAYERS[name], PYNQ, "sim", None, seed=1)
     _check(row)
     assert row["cycles"] > 0 and row["macs"] == LAYERS[name].macs
 
@@ -47,12 +47,12 @@ def test_all_layers_compile():
 # --------------------------------------------------- utilization targets
 @pytest.fixture(scope="module")
 def rows_default():
-    return {n: bench.run_layer(LAYERS[n], PYNQ, "sim", None) for n in OFFLOADED}
+    return {n: layer_runs.run_layer(LAYERS[n], PYNQ, "sim", None) for n in OFFLOADED}
 
 
 @pytest.fixture(scope="module")
 def rows_vthreads1():
-    return {n: bench.run_layer(LAYERS[n], PYNQ, "sim", 1) for n in OFFLOADED}
+    return {n: layer_runs.run_layer(LAYERS[n], PYNQ, "sim", 1) for n in OFFLOADED}
 
 
 def test_default_schedules_are_correct(rows_default, rows_vthreads1):
@@ -62,7 +62,7 @@ def test_default_schedules_are_correct(rows_default, rows_vthreads1):
 
 
 def test_weighted_utilization(rows_default):
-    s = bench.summary(list(rows_default.values()), PYNQ)
+    s = layer_runs.summary(list(rows_default.values()), PYNQ)
     assert s["layers"] == 10 and s["all_correct"]
     assert s["total_macs"] == sum(LAYERS[n].macs * LAYERS[n].repeats for n in OFFLOADED)
     assert s["weighted_utilization"] >= 0.80, s
@@ -93,8 +93,8 @@ def test_one_by_one_stride2_is_capped_by_the_epilogue(rows_default, name):
 
 
 def test_virtual_threads_save_cycles(rows_default, rows_vthreads1):
-    default_total = bench.summary(list(rows_default.values()), PYNQ)["total_cycles"]
-    single_total = bench.summary(list(rows_vthreads1.values()), PYNQ)["total_cycles"]
+    default_total = layer_runs.summary(list(rows_default.values()), PYNQ)["total_cycles"]
+    single_total = layer_runs.summary(list(rows_vthreads1.values()), PYNQ)["total_cycles"]
     assert default_total <= 0.85 * single_total, (default_total, single_total, default_total / single_total)
 
 
@@ -105,7 +105,7 @@ def test_virtual_threads_save_cycles(rows_default, rows_vthreads1):
 @pytest.mark.parametrize("layer", RESNET18 + RESNET18_DENSE, ids=lambda layer: layer.name)
 def test_every_layer_correct(layer, preset, device):
     cfg = HwConfig.preset(preset)
-    row = bench.run_layer(layer, cfg, device, None, seed=3)
+    row = layer_runs.run_layer(layer, cfg, device, None, seed=3)
     _check(row)
     assert row["macs"] == layer.macs
     assert (row["cycles"] is None) == (device == "fsim")

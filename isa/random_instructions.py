@@ -1,13 +1,11 @@
-"""Encoding speed: a program of random instructions through encode and decode."""
+"""Random instructions, every field drawn from its encodable range: the material of the encoding
+round-trip tests, the assembler and fuzz tests and benchmarks/isa_speed.py."""
 
 from __future__ import annotations
-
-import time
 
 import numpy as np
 
 from vtakit.isa.config import HwConfig
-from vtakit.isa.encoding import decode_program, encode_program
 from vtakit.isa.insn import Alu, Finish, Gemm, Insn, Load, Store
 from vtakit.isa.opcodes import AluOp, MemId
 
@@ -43,13 +41,3 @@ def random_instructions(cfg: HwConfig, n: int, seed: int = 0) -> list[Insn]:
             out.append(Finish(**deps))
     return out
 
-
-def isa_speed(cfg: HwConfig, n: int = 100_000) -> dict:
-    insns = random_instructions(cfg, n)
-    t0 = time.perf_counter()
-    code = encode_program(insns, cfg)
-    t1 = time.perf_counter()
-    back = decode_program(code, cfg)
-    t2 = time.perf_counter()
-    return {"instructions": n, "encode_s": round(t1 - t0, 3), "decode_s": round(t2 - t1, 3),
-            "round_trip": back == insns}

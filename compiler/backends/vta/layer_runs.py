@@ -1,4 +1,6 @@
-"""`vtakit bench conv2d|dense`: per-layer cycles, utilization and correctness (test_benchmark_topi_conv2d).
+"""The reference layers (`layers`) run on a device: per-layer cycles, utilization and correctness, as
+VTA's test_benchmark_topi_conv2d measures them; behind `vtakit bench conv2d|dense` and the tests that
+hold the cycle counts.
 
 Each layer runs with random int8 data and VTA's benchmark epilogue (+ bias,
 >> 8, clip to [0, 127]) on the chosen device and is checked against the numpy
