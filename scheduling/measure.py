@@ -4,7 +4,10 @@
 plain-data arguments, so process pools and Dask workers can take it).  The
 data is seeded from the task, so a schedule's result is reproducible anywhere;
 with `check` the output is compared with numpy's convolution and a wrong
-result is a failure, not a fast schedule.
+result is a failure, not a fast schedule.  A run stopped by its wall-clock time
+limit says nothing about the schedule (the machine may have been busy): it comes
+back `transient`, which the tuner does not log; a refusal by the program's own
+budget (BudgetExceeded) is the same everywhere, a result like any other failure.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import numpy as np
 
 from vtakit.compiler.backends.vta import ops, reference
 from vtakit.devices import ACCELERATOR, device_names
-from vtakit.errors import VtaError
+from vtakit.errors import BudgetExceeded, DeviceTimeout, VtaError
 from vtakit.scheduling.task import ConvTask
 
 
@@ -34,6 +37,8 @@ class MeasureResult:
     error: str | None
     compile_s: float
     run_s: float
+    transient: bool = False
+    """The run ran out of wall-clock time: not a property of the schedule, so not a result."""
 
     @property
     def ok(self) -> bool:
@@ -64,7 +69,8 @@ def measure_conv(task: ConvTask, knobs: dict, device: str = "sim", check: bool =
                             clip=task.clip, config=task.cfg, device=device, schedule=dict(knobs),
                             timeout_s=timeout_s, name=task.name)
     except VtaError as e:
-        return MeasureResult(None, f"{type(e).__name__}: {e}", time.perf_counter() - t0, 0.0)
+        transient = isinstance(e, DeviceTimeout) and not isinstance(e, BudgetExceeded)
+        return MeasureResult(None, f"{type(e).__name__}: {e}", time.perf_counter() - t0, 0.0, transient)
     if check and not np.array_equal(y, expect):
         wrong = int(np.count_nonzero(y != expect))
         return MeasureResult(None, f"WrongResult: {wrong} of {y.size} outputs differ from numpy",

@@ -5,6 +5,12 @@ Resuming is reading the log: the task's records become the tuner's history
 again, and the loop runs until the task has `trials` records.  The tuner only
 learns once a whole batch is in, in proposal order, so a local pool and a Dask
 cluster make the same decisions.
+
+Only outcomes of the schedule itself are logged: cycles, or a failure every
+rerun repeats (a wrong result, a compile error, the program's work budget).  A
+measurement stopped by its wall-clock time limit (a loaded machine) is left out
+of the log and of what the tuner learns, so a rerun measures it again; records
+of such timeouts written by older versions are read the same way.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from vtakit.compiler.backends.vta.heuristics import default_conv_knobs
-from vtakit.errors import VtaError
+from vtakit.errors import DeviceTimeout, VtaError
 from vtakit.scheduling.executor import RETRIES, run_jobs
 from vtakit.scheduling.log import TuningLog
 from vtakit.scheduling.measure import MeasureResult, Measurer
@@ -35,6 +41,7 @@ class TuneResult:
     best_cycles: int | None
     best_schedule: dict | None
     default_cycles: int | None   # the default heuristic's schedule, when it was measured
+    timed_out: int = 0           # measurements of this run stopped by the wall clock: not logged
 
 
 def _record(task: ConvTask, schedule: dict, result: MeasureResult, trial: int, tuner: str, device: str) -> dict:
@@ -50,13 +57,16 @@ def tune_task(task: ConvTask, *, executor: Executor, tuner: str = "xgb", trials:
               measure_default: bool = True, space: ConvSpace | None = None,
               progress: Progress | None = None, retries: int = RETRIES) -> TuneResult:
     """Tune one task to `trials` measurements (counting those already in the log). A measurement whose
-    worker was lost runs again (`retries` times, then VtaError); it is never logged as a result."""
+    worker was lost runs again (`retries` times, then VtaError); it is never logged as a result.  One
+    stopped by the wall clock counts against this run's budget but is not logged (`timed_out`): the
+    log then holds fewer than `trials` records, and a rerun measures the rest."""
     if trials < 1:
         raise VtaError(f"trials must be >= 1, got {trials}")
     measurer = measurer or Measurer()
     space = space or ConvSpace(task)
     search = make_tuner(tuner, space, seed, training)
-    records = sorted(log.for_task(task.key, task.cfg) if log else [], key=lambda r: r.get("trial", 0))
+    logged = log.for_task(task.key, task.cfg) if log else []
+    records = sorted((r for r in logged if not _timed_out(r)), key=lambda r: r.get("trial", 0))
     known = [(space.from_dict(r["schedule"]), r["cycles"]) for r in records
              if space.point_of(r["schedule"]) is not None]
     if known:
@@ -67,8 +77,8 @@ def tune_task(task: ConvTask, *, executor: Executor, tuner: str = "xgb", trials:
         pending.append((default, "default"))
     done = len(records)
     # A kill mid-batch leaves gaps (trials 8, 10, 13 of 8..15 landed): number on after the highest.
-    next_trial = 1 + max((r["trial"] for r in records if isinstance(r.get("trial"), int)), default=-1)
-    measured_now = 0
+    next_trial = 1 + max((r["trial"] for r in logged if isinstance(r.get("trial"), int)), default=-1)
+    measured_now = timed_out = 0
     exclude = {i for i, _ in known}
 
     def best() -> int | None:
@@ -90,27 +100,38 @@ def tune_task(task: ConvTask, *, executor: Executor, tuner: str = "xgb", trials:
         for trial, fut in run_jobs(executor, calls, retries=retries, describe=lambda t: f"trial {t} of {task.name}"):
             sched, who = by_trial[trial]
             result = _result(fut)
+            landed[trial] = result
+            if result.transient:
+                timed_out += 1
+                continue
             rec = _record(task, sched, result, trial, who, measurer.device)
             if log:
                 log.append(rec)
             records.append(rec)
-            landed[trial] = result
+            measured_now += 1
             if progress:
                 progress(task, len(records), trials, best())
         ordered = sorted(by_trial.items())
         indices = [space.point_of(sched) for _, (sched, _) in ordered]
-        inside = [(space.index(p), landed[t].cycles) for (t, _), p in zip(ordered, indices) if p is not None]
-        search.update([i for i, _ in inside], [c for _, c in inside])
-        exclude |= {i for i, _ in inside}
+        inside = [(space.index(p), landed[t]) for (t, _), p in zip(ordered, indices) if p is not None]
+        learned = [(i, r.cycles) for i, r in inside if not r.transient]
+        search.update([i for i, _ in learned], [c for _, c in learned])
+        exclude |= {i for i, _ in inside}        # a timed-out one too: not proposed again in this run
         done += len(ordered)
         next_trial += len(ordered)
-        measured_now += len(ordered)
         pending = []
     default_rec = next((r for r in records if _schedule_id(r["schedule"]) == _schedule_id(default)), None)
     ok = [r for r in records if r["cycles"]]
     top = min(ok, key=lambda r: r["cycles"]) if ok else None
     return TuneResult(task, len(records), measured_now, top["cycles"] if top else None,
-                      top["schedule"] if top else None, default_rec["cycles"] if default_rec else None)
+                      top["schedule"] if top else None, default_rec["cycles"] if default_rec else None,
+                      timed_out)
+
+
+def _timed_out(record: dict) -> bool:
+    """A record of a wall-clock timeout (older versions logged them): not a result of its schedule."""
+    error = record.get("error")
+    return isinstance(error, str) and error.startswith(f"{DeviceTimeout.__name__}:")
 
 
 def _schedule_id(schedule: dict) -> tuple:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vtakit.errors import DeviceTimeout
+from vtakit.errors import BudgetExceeded
 from vtakit.isa.fields import INSN_BYTES
 from vtakit.isa.opcodes import Opcode
 from vtakit.sim.decoded import DecodedProgram
@@ -64,8 +64,8 @@ def program_work(prog: DecodedProgram) -> Work:
 
 def check_work(prog: DecodedProgram, timeout_s: float | None, device: str,
                max_work: int | None = None) -> None:
-    """DeviceTimeout before a run without a time limit whose work is beyond `max_work`
-    (default MAX_WORK)."""
+    """BudgetExceeded (a DeviceTimeout that every rerun repeats) before a run without a time limit
+    whose work is beyond `max_work` (default MAX_WORK)."""
     if timeout_s is not None:
         return
     max_work = MAX_WORK if max_work is None else max_work
@@ -73,7 +73,7 @@ def check_work(prog: DecodedProgram, timeout_s: float | None, device: str,
     if work.total <= max_work:
         return
     i = work.heaviest
-    raise DeviceTimeout(
+    raise BudgetExceeded(
         f"{device}: program of {prog.n} instructions asks for {work.total:,} micro-ops and DMA elements "
         f"(instruction {i}, {prog.mnemonic(i)}, alone {work.heaviest_work:,}), beyond the {max_work:,} "
         f"a run without a time limit may take; {HOW_TO_RAISE}")

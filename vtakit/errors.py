@@ -133,7 +133,13 @@ class DeviceError(VtaError):
 
 
 class DeviceTimeout(DeviceError):
-    """A run did not finish within its time or cycle budget."""
+    """A run did not finish within its time or cycle budget.  Its wall-clock time limit is transient
+    (a loaded machine may finish it next time); `BudgetExceeded` is the deterministic kind."""
+
+
+class BudgetExceeded(DeviceTimeout):
+    """A run refused or stopped by a budget derived from the program itself (sim/budget.py): the
+    same on every machine and every try, so a tuner may record it as the schedule's result."""
 
 
 class ZooError(VtaError, ValueError):

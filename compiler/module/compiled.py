@@ -145,6 +145,7 @@ class CompiledModule:
 
     # ------------------------------------------------------------- files
     def save(self, path) -> Path:
+        """Write the module to `path` (a `.vtamod`), signed with this user's key (made on first use)."""
         path = Path(path)
         arrays: dict[str, np.ndarray] = {}
         for k, v in self.graph.consts.items():
@@ -171,14 +172,16 @@ class CompiledModule:
         return path
 
     @classmethod
-    def load(cls, path, max_bytes: int | None = None) -> "CompiledModule":
+    def load(cls, path, max_bytes: int | None = None, trust: bool = False) -> "CompiledModule":
         """A module saved by `save`, checked before anything runs: the archive's decompressed size
         (at most `max_bytes`, default container.MAX_BYTES or VTAKIT_MAX_MODULE_MB), the format
-        version, the sha256 of every array, and every field against the stored config
-        (module/check.py).  Anything wrong is one CompileError line naming the file and the field."""
+        version, the sha256 of every array, the signature with this user's key (module/signing.py;
+        skipped with `trust`, for a reviewed module from elsewhere: saving it then signs it here), and
+        every field against the stored config (module/check.py).  Anything wrong is one CompileError
+        line naming the file and the field."""
         from vtakit.compiler.module import check
 
-        manifest, arrays = read_module(path, max_bytes)
+        manifest, arrays = read_module(path, max_bytes, trust=trust)
         module = cls(**check.parse(path, manifest, arrays))
         check.check(path, module)
         return module

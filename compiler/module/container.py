@@ -5,7 +5,9 @@ member's declared size is checked against a cap before a byte is decompressed (a
 otherwise expand to gigabytes), every `.npy` header must describe exactly the bytes the member
 holds, nothing is unpickled, and the manifest carries a sha256 of every array and of itself, so a
 damaged or edited file is refused in one line.  Hashes stop accidents and careless edits, not an
-attacker (who can recompute them): `module.check` validates every field on its own.
+attacker (who can recompute them): the manifest is also signed with this user's key (signing.py),
+and a module not signed with it is refused unless trusted; `module.check` validates every field
+on its own, trusted or not.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from vtakit.compiler.module import signing
 from vtakit.errors import CompileError
 from vtakit.files import regular_file
 
@@ -32,6 +35,8 @@ MAX_BYTES = 2048 * MB
 VTAKIT_MAX_MODULE_MB environment variable raise it."""
 MAX_MEMBERS = 100_000
 MANIFEST = "manifest"
+UNHASHED = ("sha256", "signature")
+"""Manifest entries outside its canonical body: the hash and the signature are of the rest."""
 
 
 def default_max_bytes() -> int:
@@ -55,16 +60,22 @@ def array_digest(a: np.ndarray) -> str:
     return h.hexdigest()
 
 
+def manifest_body(manifest: dict[str, Any]) -> bytes:
+    """The manifest's canonical JSON without its `sha256` and `signature` entries: what both cover."""
+    return json.dumps({k: v for k, v in manifest.items() if k not in UNHASHED}, sort_keys=True).encode()
+
+
 def manifest_digest(manifest: dict[str, Any]) -> str:
-    """sha256 of the manifest's canonical JSON, without its own `sha256` entry."""
-    body = {k: v for k, v in manifest.items() if k != "sha256"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    """sha256 of the manifest's canonical body."""
+    return hashlib.sha256(manifest_body(manifest)).hexdigest()
 
 
 def write_module(path: Path, manifest: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-    """Save `arrays` (names may hold "/") and `manifest`, which gains the hashes of both."""
+    """Save `arrays` (names may hold "/") and `manifest`, which gains the hashes of both and is signed
+    with this user's key (made on first use, see signing.py)."""
     manifest = dict(manifest, format=FORMAT, version=VERSION,
                     arrays={k: array_digest(v) for k, v in arrays.items()})
+    manifest["signature"] = signing.signature(manifest_body(manifest))
     manifest["sha256"] = manifest_digest(manifest)
     members = {k.replace("/", "|"): v for k, v in arrays.items()}
     members[MANIFEST] = np.frombuffer(json.dumps(manifest).encode(), np.uint8)
@@ -76,8 +87,10 @@ def write_module(path: Path, manifest: dict[str, Any], arrays: dict[str, np.ndar
         raise CompileError(f"cannot write module file {path}: {e.strerror or e}") from None
 
 
-def read_module(path, max_bytes: int | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The manifest and the arrays (names with "/") of a module file, every hash checked."""
+def read_module(path, max_bytes: int | None = None,
+                trust: bool = False) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The manifest and the arrays (names with "/") of a module file, every hash checked, and its
+    signature with this user's key unless `trust` (a module from elsewhere, reviewed)."""
     cap = default_max_bytes() if max_bytes is None else max_bytes
     try:
         if not Path(path).exists():
@@ -94,6 +107,8 @@ def read_module(path, max_bytes: int | None = None) -> tuple[dict[str, Any], dic
     except Exception as e:  # zipfile, json and numpy raise many kinds for a damaged file
         raise CompileError(f"{path}: not a vtakit module ({type(e).__name__}: {e})") from None
     _check_hashes(path, manifest, arrays)
+    if not trust:
+        signing.verify(path, manifest.get("signature"), manifest_body(manifest))
     return manifest, arrays
 
 

@@ -3,7 +3,8 @@ one error from `vtakit.errors`; never another exception, never a different outpu
 
 Two kinds of mutation of one small valid module: byte flips in the file (caught by the zip's CRCs and
 the content hashes), and structural edits of the manifest or of the relocation and instruction arrays,
-re-saved with consistent hashes as an attacker would (caught by `module.check` on its own).  Edits of
+re-saved with consistent hashes and signed with another key as an attacker would: refused for the
+signature, and, loaded with trust=True (`--trust`), caught by `module.check` on its own.  Edits of
 values a module legitimately chooses (weights, node attributes, instruction immediates) make another
 valid module with other outputs: no loader can tell them apart, so they are not generated here.
 
@@ -24,10 +25,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vtakit.compiler.module.compiled import CompiledModule
-from vtakit.compiler.module.container import read_module, write_module
-from vtakit.errors import VtaError
+from vtakit.compiler.module.container import read_module
+from vtakit.errors import CompileError, VtaError
 
-from tests.support.saved_modules import saved_digits_module
+from tests.support.saved_modules import attacker_save, saved_digits_module
 
 EXAMPLES = int(os.environ.get("VTAKIT_FUZZ_EXAMPLES", "100"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize="VTAKIT_FUZZ_EXAMPLES" not in os.environ,
@@ -37,18 +38,20 @@ SKIP = ("attrs",)  # node attributes: values a module chooses (see the docstring
 
 @pytest.fixture(scope="module")
 def valid(tmp_path_factory):
-    """(file bytes, manifest, arrays, input, reference outputs) of a small compiled network."""
-    path, x, logits = saved_digits_module(tmp_path_factory.mktemp("fuzz"), seed=3)
+    """(file bytes, manifest, arrays, input, reference outputs, an attacker's key file) of a small
+    compiled network."""
+    folder = tmp_path_factory.mktemp("fuzz")
+    path, x, logits = saved_digits_module(folder, seed=3)
     manifest, arrays = read_module(path)
-    for k in ("format", "version", "arrays", "sha256"):
+    for k in ("format", "version", "arrays", "sha256", "signature"):
         manifest.pop(k)
-    return path.read_bytes(), manifest, arrays, x, logits
+    return path.read_bytes(), manifest, arrays, x, logits, folder / "attacker.key"
 
 
-def load_and_run(path: Path, x: np.ndarray, want: np.ndarray) -> None:
+def load_and_run(path: Path, x: np.ndarray, want: np.ndarray, trust: bool = False) -> None:
     """Either one VtaError, or the reference outputs on the device and on the host."""
     try:
-        module = CompiledModule.load(path)
+        module = CompiledModule.load(path, trust=trust)
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             got = [module.run(x, device=d, timeout_s=30)["logits"] for d in ("fsim", "cpu")]
@@ -129,6 +132,7 @@ def test_field_mutations_with_consistent_hashes(valid, data):
         else:
             _mutate_array(data, arrays)
     with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "m.vtamod"
-        write_module(path, manifest, arrays)
-        load_and_run(path, valid[3], valid[4])
+        path = attacker_save(Path(d) / "m.vtamod", manifest, arrays, valid[5])
+        with pytest.raises(CompileError, match="not signed by this machine's key"):
+            CompiledModule.load(path)
+        load_and_run(path, valid[3], valid[4], trust=True)

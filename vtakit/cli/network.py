@@ -27,6 +27,8 @@ from vtakit.scheduling.log import tuning_context
 
 MAX_ARRAY_FILE_BYTES = 4 << 30
 """An `--input` or `--calibrate` .npz may expand to at most this much (4 GiB)."""
+TRUST_HELP = ("run a module not signed with this machine's key (compiled elsewhere, e.g. on the PC for a board): "
+              "its hashes and fields are still checked; use it only for modules whose origin you trust")
 
 
 def _load_arrays(path: str, what: str) -> dict[str, np.ndarray] | np.ndarray:
@@ -130,7 +132,7 @@ def _write_roofline(rep, path: str, say) -> None:
 def cmd_run(args) -> int:
     from vtakit.compiler.module.compiled import CompiledModule
 
-    module = CompiledModule.load(args.module, max_bytes=_max_module_bytes(args))
+    module = CompiledModule.load(args.module, max_bytes=_max_module_bytes(args), trust=args.trust)
     data = _load_arrays(args.input, "input")
     t0 = time.perf_counter()
     outputs = _run_warning_in_one_line(module, data, device=args.device, timeout_s=args.timeout,
@@ -329,7 +331,7 @@ def cmd_report(args) -> int:
         if args.json:
             raise VtaError("--json prints a module's report; the --accuracy comparison prints tables only")
         return cmd_accuracy(args)
-    module = CompiledModule.load(args.module, max_bytes=_max_module_bytes(args))
+    module = CompiledModule.load(args.module, max_bytes=_max_module_bytes(args), trust=args.trust)
     def say(line: str) -> None:
         """A line for the user: on stderr with --json, so that stdout holds the JSON alone."""
         if args.json:
@@ -400,6 +402,7 @@ def register(sub) -> None:
                                                          "(default: a warning)")
     r.add_argument("--max-module-mb", type=float, help="cap on the module's decompressed size (default 2048, "
                                                        "or VTAKIT_MAX_MODULE_MB)")
+    r.add_argument("--trust", action="store_true", help=TRUST_HELP)
     r.set_defaults(func=cmd_run)
 
     p = sub.add_parser("report", help="run a module and print where the time goes (--plot: a roofline PNG); "
@@ -422,4 +425,5 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON (and nothing else on stdout)")
     p.add_argument("--max-module-mb", type=float, help="cap on the module's decompressed size (default 2048, "
                                                        "or VTAKIT_MAX_MODULE_MB)")
+    p.add_argument("--trust", action="store_true", help=TRUST_HELP)
     p.set_defaults(func=cmd_report)

@@ -2,7 +2,9 @@
 run inputs with NaN/Inf warn (or fail with strict); `vtakit run` on a tampered module is one error line.
 
 Tampering is done the way an attacker would: fields edited and the module re-saved with consistent
-hashes (`write_module`), so each test checks the validation itself, not only the sha256."""
+hashes, signed with the attacker's own key (`attacker_save`).  Such a module is refused for its
+signature (test_module_signing.py); the field tests here load it with trust=True, as `--trust` does,
+so each checks the validation itself, not only the sha256 and the signature."""
 
 from __future__ import annotations
 
@@ -17,14 +19,14 @@ import pytest
 from vtakit.cli import main
 from vtakit.compiler.module.compiled import CompiledModule
 from vtakit.compiler.passes.lower import ActBuffer
-from vtakit.compiler.module.container import read_module, write_module
+from vtakit.compiler.module.container import read_module
 from vtakit.compiler.module.runner import NonFiniteInputWarning
 from vtakit.errors import CompileError
 from vtakit.isa.config import HwConfig
 from vtakit.isa.fields import mem_layout
 from vtakit.isa.opcodes import Opcode
 
-from tests.support.saved_modules import saved_digits_module
+from tests.support.saved_modules import attacker_save, saved_digits_module
 
 
 @pytest.fixture(scope="module")
@@ -34,16 +36,15 @@ def saved(tmp_path_factory):
 
 
 def tampered(saved, tmp_path, edit) -> str:
-    """The saved module with `edit(manifest, arrays)` applied, re-saved with consistent hashes."""
+    """The saved module with `edit(manifest, arrays)` applied, re-saved with consistent hashes and
+    signed with an attacker's key."""
     manifest, arrays = read_module(saved[0])
     manifest = copy.deepcopy(manifest)
     arrays = {k: v.copy() for k, v in arrays.items()}
-    for k in ("format", "version", "arrays", "sha256"):
+    for k in ("format", "version", "arrays", "sha256", "signature"):
         manifest.pop(k)
     edit(manifest, arrays)
-    out = tmp_path / "t.vtamod"
-    write_module(out, manifest, arrays)
-    return str(out)
+    return str(attacker_save(tmp_path / "t.vtamod", manifest, arrays, tmp_path / "attacker.key"))
 
 
 def raw_save(path, manifest, arrays) -> None:
@@ -54,9 +55,9 @@ def raw_save(path, manifest, arrays) -> None:
         np.savez(f, **members)
 
 
-def refused(path, match: str) -> None:
+def refused(path, match: str, trust: bool = False) -> None:
     with pytest.raises(CompileError, match=match) as e:
-        CompiledModule.load(path)
+        CompiledModule.load(path, trust=trust)
     assert "\n" not in str(e.value) and str(path) in str(e.value)
 
 
@@ -66,9 +67,9 @@ def vta_task(manifest, i=0) -> dict:
 
 def test_untouched_module_loads_and_gives_the_same_outputs(saved, tmp_path):
     path, x, want = saved
-    same = tampered(saved, tmp_path, lambda m, a: None)
-    for p in (path, same):
-        assert np.array_equal(CompiledModule.load(p).run(x, device="fsim")["logits"], want)
+    same = tampered(saved, tmp_path, lambda m, a: None)  # signed elsewhere: runs only when trusted
+    for module in (CompiledModule.load(path), CompiledModule.load(same, trust=True)):
+        assert np.array_equal(module.run(x, device="fsim")["logits"], want)
 
 
 # ------------------------------------------------------------- version and hashes
@@ -259,7 +260,7 @@ def test_tampered_field_is_one_error_before_any_run(saved, tmp_path, case, monke
     from vtakit.compiler.module import runner
 
     monkeypatch.setattr(runner, "bind", lambda *a: pytest.fail("a tampered module reached a device"))
-    refused(path, match)
+    refused(path, match, trust=True)
 
 
 # ------------------------------------------------------------- the archive itself
@@ -338,10 +339,11 @@ def test_wrong_inputs_are_one_error(saved):
 def test_cli_run_refuses_a_tampered_module_in_one_line(saved, tmp_path, capsys):
     path = tampered(saved, tmp_path, _reloc([-1]))
     np.save(tmp_path / "x.npy", saved[1])
-    assert main(["run", path, "--input", str(tmp_path / "x.npy"), "--device", "fsim"]) == 1
-    out, err = capsys.readouterr()
-    assert err.startswith("error: ") and err.count("\n") == 1 and "relocation" in err
-    assert "ran " not in out
+    for trust, why in ([], "not signed by this machine's key"), (["--trust"], "relocation"):
+        assert main(["run", path, "--input", str(tmp_path / "x.npy"), "--device", "fsim", *trust]) == 1
+        out, err = capsys.readouterr()
+        assert err.startswith("error: ") and err.count("\n") == 1 and why in err
+        assert "ran " not in out
 
 
 def test_cli_run_strict_output_folders_and_warnings(saved, tmp_path, capsys):

@@ -1,0 +1,31 @@
+"""Session-wide set-up for every test: a module-signing key of the session's own, never the user's.
+
+Saving a module signs it with the key at $VTAKIT_KEY_FILE (compiler/module/signing.py), created on
+first use.  The controlling process points that at a fresh temporary folder before pytest-xdist
+starts its workers, which inherit the variable: every worker (and every `vtakit` subprocess a test
+starts) signs and verifies with one key, and the real ~/.config/vtakit is never touched.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+_KEY_DIR_ENV = "VTAKIT_TEST_KEY_DIR"
+
+
+def pytest_configure(config) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # a worker: the controller's key file came with the environment
+    folder = tempfile.mkdtemp(prefix="vtakit-test-key-")
+    os.environ[_KEY_DIR_ENV] = folder
+    os.environ["VTAKIT_KEY_FILE"] = os.path.join(folder, "module.key")
+
+
+def pytest_unconfigure(config) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    folder = os.environ.pop(_KEY_DIR_ENV, None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
