@@ -19,30 +19,11 @@ from llvmlite import ir
 from vtakit.compiler.backends.cpu import buffers
 from vtakit.compiler.backends.cpu.irgen import F32, F64, I8, I32, KernelBuilder, pointer, round_half_up_div
 from vtakit.compiler.backends.host import checks
-from vtakit.compiler.backends.host.pool import avg_counts, window
+from vtakit.compiler.backends.host.pool import PoolSpec, avg_pool_spec, max_pool_spec
 from vtakit.compiler.backends.cpu.jit import KernelKey, cached_plan, get_kernel
-from vtakit.errors import CompileError
-
-@dataclass(frozen=True)
-class PoolKernel:
-    """One pooling kernel: the window geometry, the reduction and the element type."""
-
-    kind: str                          # "max" or "avg"
-    integer: bool
-    shape: tuple[int, int, int, int]   # N, C, H, W
-    kernel: tuple[int, int]
-    stride: tuple[int, int]
-    pads: tuple[int, int]              # top, left (bottom/right only size the plane)
-    dilation: tuple[int, int]
-    out: tuple[int, int]
-    plane: tuple[int, int]             # rows, columns of the filled scratch plane
-
-    @property
-    def copies(self) -> bool:
-        return self.plane != self.shape[2:]
 
 
-def _build_pool(spec: PoolKernel):
+def _build_pool(spec: PoolSpec):
     kb = KernelBuilder(f"{spec.kind}_pool2d", ["x", "y", "plane", "divisors"])
     b = kb.b
     n, c, h, w = spec.shape
@@ -93,7 +74,7 @@ def _build_pool(spec: PoolKernel):
     return kb.finish()
 
 
-def _run(plan: tuple[object, PoolKernel, np.ndarray | None], x: np.ndarray) -> np.ndarray:
+def _run(plan: tuple[object, PoolSpec, np.ndarray | None], x: np.ndarray) -> np.ndarray:
     kernel, spec, divisors = plan
     plane_dtype = np.int32 if spec.integer and spec.kind == "avg" else x.dtype
     plane = buffers.empty(spec.plane[0] * spec.plane[1] if spec.copies else 1, plane_dtype)
@@ -102,7 +83,7 @@ def _run(plan: tuple[object, PoolKernel, np.ndarray | None], x: np.ndarray) -> n
     return y
 
 
-def _compile(spec: PoolKernel, divisors: np.ndarray | None):
+def _compile(spec: PoolSpec, divisors: np.ndarray | None):
     op = f"{spec.kind}_pool2d"
     return get_kernel(KernelKey("pool2d", (spec,)), lambda: _build_pool(spec), op), spec, divisors
 
@@ -114,9 +95,7 @@ def max_pool2d(x: np.ndarray, *, kernel, stride, pads, dilation=(1, 1), ceil_mod
     frozen = checks.frozen
 
     def plan():
-        size, step, padding, dilate, out, plane = window(x, op, kernel, stride, pads, dilation, ceil_mode)
-        spec = PoolKernel("max", x.dtype == checks.INT8, x.shape, size, step, padding[:2], dilate, out, plane)
-        return _compile(spec, None)
+        return _compile(max_pool_spec(x, op, kernel, stride, pads, dilation, ceil_mode), None)
 
     signature = (op, x.shape, x.dtype.char, frozen(kernel), frozen(stride), frozen(pads), frozen(dilation),
                  frozen(ceil_mode))
@@ -131,16 +110,7 @@ def avg_pool2d(x: np.ndarray, *, kernel, stride, pads, count_include_pad: bool =
     frozen = checks.frozen
 
     def plan():
-        size, step, padding, dilate, out, plane = window(x, op, kernel, stride, pads, (1, 1), ceil_mode)
-        counts = [avg_counts(x.shape[2 + i], size[i], step[i], padding[i], padding[i + 2], out[i],
-                              bool(count_include_pad)) for i in range(2)]
-        table = np.outer(counts[0], counts[1])
-        if table.min() < 1:
-            raise CompileError(f"a window of {size} covers no input element (pads {padding})", op=op)
-        integer = x.dtype == checks.INT8
-        divisors = np.ascontiguousarray(2.0 * table, dtype=np.float64) if integer else table.astype(np.float32)
-        spec = PoolKernel("avg", integer, x.shape, size, step, padding[:2], dilate, out, plane)
-        return _compile(spec, divisors)
+        return _compile(*avg_pool_spec(x, op, kernel, stride, pads, count_include_pad, ceil_mode))
 
     signature = (op, x.shape, x.dtype.char, frozen(kernel), frozen(stride), frozen(pads), frozen(count_include_pad),
                  frozen(ceil_mode))

@@ -1,8 +1,8 @@
 """Pooling on the GPU: max/average with one thread per output, global average with one block per plane.
 
-Window validation, output sizes, average divisors (a per-position table, as
-ONNX counts them) and the int8 rounding (half up, through double precision)
-are the CPU backend's (`cpu.pool`), so int8 results match it bit for bit.
+Window validation, output sizes, the kernel's spec (`host.pool.PoolSpec`), average
+divisors (a per-position table, as ONNX counts them) and the int8 rounding (half up,
+through double precision) are the CPU backend's, so int8 results match it bit for bit.
 Window elements outside the input are skipped, which equals the CPU's filling
 of padding with -inf / -128 (max) or 0 (sums).
 """
@@ -17,24 +17,11 @@ from llvmlite import ir
 from vtakit.compiler.backends.host import checks
 from vtakit.compiler.backends.cpu.irgen import F32, I8, I32
 from vtakit.compiler.backends.cpu.irgen import F64, round_half_up_div
-from vtakit.compiler.backends.host.pool import avg_counts, window
+from vtakit.compiler.backends.host.pool import PoolSpec, avg_pool_spec, max_pool_spec
 from vtakit.compiler.backends.cuda.call import Call
 from vtakit.compiler.backends.cuda.device import GpuBackend, operand
 from vtakit.compiler.backends.cuda.kernel import GpuKernelBuilder, Launch, grid_1d, make_kernel
 from vtakit.compiler.backends.cuda.reduce import block_reduce, reduction_threads
-from vtakit.errors import CompileError
-
-
-@dataclass(frozen=True)
-class PoolSpec:
-    kind: str                          # "max" or "avg"
-    integer: bool
-    shape: tuple[int, int, int, int]   # N, C, H, W
-    kernel: tuple[int, int]
-    stride: tuple[int, int]
-    pads: tuple[int, int]              # top, left
-    dilation: tuple[int, int]
-    out: tuple[int, int]
 
 
 def _emit_pool(kb: GpuKernelBuilder, spec: PoolSpec) -> None:
@@ -92,8 +79,7 @@ def max_pool2d(x, *, kernel, stride, pads, dilation=(1, 1), ceil_mode: bool = Fa
     """ONNX MaxPool on NCHW float32 or int8; pads (top, left, bottom, right) never win."""
     op = "max_pool2d"
     x = operand(x, "x", op, [checks.FLOAT32, checks.INT8], ndim=4)
-    size, step, padding, dilate, out, _ = window(x, op, kernel, stride, pads, dilation, ceil_mode)
-    spec = PoolSpec("max", x.dtype == checks.INT8, tuple(x.shape), size, step, padding[:2], dilate, out)
+    spec = max_pool_spec(x, op, kernel, stride, pads, dilation, ceil_mode)
     return _pool(Call(op, [x], gpu), spec, x, None)
 
 
@@ -102,15 +88,7 @@ def avg_pool2d(x, *, kernel, stride, pads, count_include_pad: bool = False, ceil
     """ONNX AveragePool on NCHW float32; int8 rounds the mean half up and clips to int8."""
     op = "avg_pool2d"
     x = operand(x, "x", op, [checks.FLOAT32, checks.INT8], ndim=4)
-    size, step, padding, dilate, out, _ = window(x, op, kernel, stride, pads, (1, 1), ceil_mode)
-    counts = [avg_counts(x.shape[2 + i], size[i], step[i], padding[i], padding[i + 2], out[i],
-                          bool(count_include_pad)) for i in range(2)]
-    table = np.outer(counts[0], counts[1])
-    if table.min() < 1:
-        raise CompileError(f"a window of {size} covers no input element (pads {padding})", op=op)
-    integer = x.dtype == checks.INT8
-    divisors = np.ascontiguousarray(2.0 * table, dtype=np.float64) if integer else table.astype(np.float32)
-    spec = PoolSpec("avg", integer, tuple(x.shape), size, step, padding[:2], dilate, out)
+    spec, divisors = avg_pool_spec(x, op, kernel, stride, pads, count_include_pad, ceil_mode)
     return _pool(Call(op, [x], gpu), spec, x, divisors)
 
 
