@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import heapq
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import numpy as np
@@ -31,9 +31,6 @@ class TensorInfo:
     @property
     def size(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64))
-
-    def with_(self, **changes) -> "TensorInfo":
-        return replace(self, **changes)
 
 
 @dataclass

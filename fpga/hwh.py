@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from vtakit.hw.boards import PS_IP, ZYNQ, BoardPreset
@@ -143,9 +142,3 @@ def hwh_text(board: BoardPreset, cfg: HwConfig, regmap: RegisterMap, design: str
     _bus(ps_mod, [(board.ctrl_port, "MASTER"), (mem_port, "SLAVE")])
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8" standalone="no" ?>\n' + ET.tostring(root, encoding="unicode") + "\n"
-
-
-def write_hwh(path: str | Path, board: BoardPreset, cfg: HwConfig, regmap: RegisterMap, design: str) -> Path:
-    path = Path(path)
-    path.write_text(hwh_text(board, cfg, regmap, design))
-    return path

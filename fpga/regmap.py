@@ -19,7 +19,6 @@ BLOCK_SPAN = 0x1000
 MODULES = ("fetch", "load", "compute", "store")
 
 VTAKIT, VTA_HLS = "vtakit", "vta-hls"
-FLAVOURS = (VTAKIT, VTA_HLS)
 
 # Control-register values of VTA's driver: fetch starts once, the data modules auto-restart
 # (HLS's ap_start | auto_restart) and are switched back off after the run.

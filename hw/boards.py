@@ -63,10 +63,6 @@ class BoardPreset:
         """Device without package and speed grade, e.g. `xc7z020` (hw.synth's part names)."""
         return re.match(r"xc(7z\d+|zu\d+[a-z]+)", self.part).group(0)
 
-    @property
-    def is_ultrascale(self) -> bool:
-        return self.ps == ZYNQ_US
-
     def check_config(self, cfg: HwConfig) -> None:
         """ConfigError when `cfg` cannot be built for this board's memory port."""
         widest = PS_MAX_HP_BITS[self.ps]

@@ -74,7 +74,6 @@ class Layout:
 
 
 HEAD = (("opcode", 3), ("pop_prev", 1), ("pop_next", 1), ("push_prev", 1), ("push_next", 1))
-DEP_FLAGS = ("pop_prev", "pop_next", "push_prev", "push_next")
 
 
 def pack(name: str, specs, word_bits: int, unit_bits: int = 64) -> Layout:

@@ -36,9 +36,8 @@ from vtakit.compiler.backends.vta.dispatch import use_schedules
 from vtakit.errors import VtaError
 from vtakit.files import read_limited
 from vtakit.isa.config import HwConfig
-from vtakit.scheduling.log_records import REQUIRED_KEYS, record_problem, usable_problem
+from vtakit.scheduling.log_records import record_problem, usable_problem
 
-RECORD_KEYS = REQUIRED_KEYS
 MAX_LOG_BYTES = 1 << 30
 """A tuning log may hold at most this (1 GiB, some 3 M records): a log is read whole."""
 

@@ -139,10 +139,6 @@ class ConvSpace:
                 return found
         return int(rng.integers(len(self)))
 
-    def grid_order(self) -> list[int]:
-        """Indices in knob order (the grid tuner's walk)."""
-        return list(range(len(self)))
-
     # ------------------------------------------------------------- serialise
     def to_dict(self, index: int) -> dict:
         return self.knobs_of(self.points[index]).to_dict()

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 # Token queues, named by direction.
 L2C, C2L, C2S, S2C = range(4)
 QUEUE_NAMES = ("load->compute", "compute->load", "compute->store", "store->compute")
-QUEUE_PRODUCER = ("load", "compute", "compute", "store")
 
 _MEM_FIELDS = ("mem_id", "sram_base", "dram_base", "y_size", "x_size", "x_stride",
                "y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1")

@@ -273,13 +273,6 @@ class KernelBuilder:
             low, high = ir.Constant(ty, lo), ir.Constant(ty, hi)
         return self.smin(self.smax(value, low), high)
 
-    def floor_div_pos(self, numerator: ir.Value, divisor: ir.Value) -> ir.Value:
-        """floor(numerator / divisor) for a positive divisor (sdiv truncates toward zero)."""
-        quotient = self.b.sdiv(numerator, divisor)
-        remainder = self.b.srem(numerator, divisor)
-        negative = self.b.icmp_signed("<", remainder, ir.Constant(remainder.type, 0))
-        return self.b.sub(quotient, self.b.zext(negative, quotient.type))
-
     def exp(self, x: ir.Value) -> ir.Value:
         """expf without a libm call, so loops around it vectorise (about 2 ulp).
 

@@ -6,7 +6,7 @@ everything a caller can get wrong is caught here, before anything is compiled.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,9 +112,3 @@ def out_size(size: int, kernel: int, stride: int, pad_begin: int, pad_end: int, 
     if (length - 1) * stride >= size + pad_begin:
         length -= 1
     return length
-
-
-def same_shape(shapes: Sequence[tuple[int, ...]], names: Sequence[str], op: str) -> None:
-    for shape, name in zip(shapes[1:], names[1:]):
-        if shape != shapes[0]:
-            raise CompileError(f"{name} has shape {shape}, expected {shapes[0]} like {names[0]}", op=op)
