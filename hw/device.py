@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vtakit.errors import DeadlockError, DeviceTimeout, SimError
+from vtakit.errors import BudgetExceeded, DeadlockError, DeviceTimeout, SimError
 from vtakit.hw.build import build, trace_format
 from vtakit.isa.config import HwConfig
 from vtakit.isa import MemId, Opcode
@@ -169,12 +169,13 @@ class RtlDevice:
                 break
             if cycles.value >= max_cycles or (deadline and time.perf_counter() > deadline):
                 self._reset()
-                why = ""
+                why, error = "", DeviceTimeout  # the wall clock or the caller's max_cycles: may pass next time
                 if budget is not None and cycles.value >= budget:
                     why = (f": the program's cycle budget of {budget:,} (sim.budget) is spent; "
                            f"{HOW_TO_RAISE}")
-                raise DeviceTimeout(f"RTL run stopped after {cycles.value} cycles "
-                                    f"({time.perf_counter() - t0:.1f} s) without reaching FINISH{why}")
+                    error = BudgetExceeded  # derived from the program: the same on every try
+                raise error(f"RTL run stopped after {cycles.value} cycles "
+                            f"({time.perf_counter() - t0:.1f} s) without reaching FINISH{why}")
         if status == RUN_RTL_ERROR:
             code, index = self.read_reg(REG_ERROR) >> 4 & 0xF, self.read_reg(REG_ERROR_INDEX)
             self._reset()

@@ -87,6 +87,10 @@ def _print_tuned(results, cfg, seconds: float) -> None:
             before += r.default_cycles * t.repeats
             after += r.best_cycles * t.repeats
     console.print(table)
+    timed_out = sum(r.timed_out for r in results)
+    if timed_out:
+        console.print(f"{timed_out} measurement(s) stopped by the wall clock were not logged; "
+                      f"a rerun with the same log measures them again")
     if before:
         peak = cfg.peak_macs_per_cycle
         console.print(f"MAC-weighted utilization (repeats counted): default {100 * macs / (before * peak):.1f} %, "
