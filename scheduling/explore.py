@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from vtakit.errors import DeviceTimeout, VtaError
+from vtakit.errors import BudgetExceeded, DeviceTimeout, VtaError
 from vtakit.isa.config import PRESETS, HwConfig
 from vtakit.scheduling.design_space import DesignPoint
 from vtakit.scheduling.executor import RETRIES, run_jobs
@@ -102,7 +102,8 @@ def _failure(stage: str, e: BaseException) -> dict[str, Any]:
     if not isinstance(e, VtaError):
         reason = f"internal error ({type(e).__name__}): {reason}"
     # only what the inputs decide is worth keeping: not a timeout, a lack of memory, a bug or a lost worker
-    kept = isinstance(e, VtaError) and not isinstance(e, DeviceTimeout)
+    # a wall-clock timeout may pass next time; a budget derived from the program (BudgetExceeded) will not
+    kept = isinstance(e, VtaError) and (not isinstance(e, DeviceTimeout) or isinstance(e, BudgetExceeded))
     return {"failed": {"stage": stage, "error": type(e).__name__, "reason": reason, "deterministic": kept}}
 
 

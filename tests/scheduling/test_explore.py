@@ -282,3 +282,13 @@ parts = ["xc7z020"]
     # the front ranks latency at min(asked clock, estimated fmax): above the fmax the clocks tie
     assert b["pareto"] and a["pareto"] == (a["achievable_mhz"] == b["achievable_mhz"])
     assert b["clock_ok"] == (150 <= b["fmax_mhz"])
+
+
+def test_a_program_budget_is_a_result_and_the_wall_clock_is_not():
+    """A budget derived from the program fails the same way every time (kept in jobs.jsonl); a wall-clock
+    timeout may pass on an idle machine (run again next time)."""
+    from vtakit.errors import BudgetExceeded, DeviceTimeout
+    from vtakit.scheduling.explore import _failure
+
+    assert _failure("latency", BudgetExceeded("program budget spent"))["failed"]["deterministic"] is True
+    assert _failure("latency", DeviceTimeout("took 600 s"))["failed"]["deterministic"] is False
