@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: install demo test check-imports test-slow test-all bench clean
+.PHONY: install demo test check-imports docs test-slow test-all bench clean
 
 install: $(STAMP)
 
@@ -26,12 +26,18 @@ demo: install
 	$(BIN)/vtakit demo
 
 # The default suite: the static import check, then every test but those marked slow.
-test: install check-imports
+test: install check-imports docs
 	$(PYTEST) -q -n auto -m "not slow"
 
 # Every vtakit.* and tests.* import resolves for static tools, with no import hook ([tool.pyright]).
 check-imports: install
 	$(BIN)/pyright --pythonpath $(BIN)/python
+
+# The user guide (docs/, mkdocs.yml) and its API reference, built strictly: a broken link, anchor or
+# API reference fails. Not --quiet: it hides the warnings strict mode counts; the log shows on failure.
+docs: install
+	@mkdir -p out
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d out/site > out/docs.log 2>&1 || { cat out/docs.log; exit 1; }
 
 # The slow tests, then the fuzz tests (tests/fuzz) with a long budget of examples.
 test-slow: install
