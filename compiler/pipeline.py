@@ -374,7 +374,7 @@ def first_sample_shapes(calibrate) -> dict[str, tuple[int, ...]] | None:
 
 def _record_gpu_kernels(graph: Graph, nodes: list[str] | None) -> dict[str, Any]:
     """The GPU launches of `nodes` (all when None), their PTX generated now for sm_80, the PTX the
-    runtime loads on any Ampere or newer GPU (see cuda.executor and cuda.runtime.arch_for)."""
+    runtime loads on any Ampere or newer GPU (see cuda.graph_kernels and cuda.driver_api.arch_for)."""
     from vtakit.compiler.backends.cuda import record_launches
 
     t0 = time.perf_counter()

@@ -13,7 +13,7 @@ _EXPORTS = {
     "PynqDevice": "vtakit.fpga.driver",
     "SimBoard": "vtakit.fpga.simboard", "simulated_pynq": "vtakit.fpga.simboard",
     "write_sim_overlay": "vtakit.fpga.simboard",
-    "write_project": "vtakit.fpga.project", "check_project": "vtakit.fpga.checks",
+    "write_project": "vtakit.fpga.project", "check_project": "vtakit.fpga.project_checks",
     "board_check": "vtakit.fpga.selftest",
     "RegisterMap": "vtakit.fpga.regmap",
 }

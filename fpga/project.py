@@ -12,7 +12,7 @@
 - `overlay/<stem>.json`: the configuration the bitstream implements (checked by the driver);
 - a Makefile (`make`, `make bd` for the block design only, `make deploy BOARD=user@host`) and a README.
 
-Nothing here runs Vivado; fpga.checks verifies what can be verified without it.
+Nothing here runs Vivado; fpga.project_checks verifies what can be verified without it.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Python's tkinter carries Tcl 8.6.  Sourcing the script there, with every Vivado 
 instead of executed, catches what reading cannot: undefined variables, bad `expr`s, a command
 left open, a Vivado command name that does not exist (against the list below), and it yields the
 block design as the script would build it (which pins each net joins, what address the registers
-get, how the PS is configured) for fpga.checks to compare with the board and the configuration.
+get, how the PS is configured) for fpga.project_checks to compare with the board and the configuration.
 """
 
 from __future__ import annotations

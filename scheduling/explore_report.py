@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from vtakit.scheduling.explore import ExploreResult, pareto_front
-from vtakit.report import save_figure
+from vtakit.tables import save_figure
 
 PANELS = (("lut", "LUT"), ("bram36", "BRAM36"), ("dsp", "DSP48"))
 

@@ -19,7 +19,7 @@ from vtakit.errors import BudgetExceeded
 from vtakit.isa.fields import INSN_BYTES
 from vtakit.isa.opcodes import Opcode
 from vtakit.sim.decoded import DecodedProgram
-from vtakit.sim.timing import static_costs
+from vtakit.sim.cost_rules import static_costs
 
 MAX_WORK = 1 << 24
 """Default work per run without a time limit (~17 M micro-ops and elements: about a minute at the

@@ -1,7 +1,7 @@
 """Cycle model: the functional semantics plus time.
 
 Fetch, load, compute and store are coroutines on a small discrete-event kernel.
-Durations come from `timing.static_costs` (one numpy pass over the program), so
+Durations come from `cost_rules.static_costs` (one numpy pass over the program), so
 the event loop only decides when each instruction starts: when its module is
 free, its command has been dispatched, its tokens are there and, for DMA, the
 shared memory port is free (first come, first served; ties go to fetch, then
@@ -27,7 +27,7 @@ from vtakit.sim.decoded import DecodedProgram
 from vtakit.sim.machine import Machine
 from vtakit.sim.stats import MODULE_NAMES, Counters, ModuleStats
 from vtakit.sim.stuck import deadlock_error
-from vtakit.sim.timing import beats_until, fetch_burst, static_costs
+from vtakit.sim.cost_rules import beats_until, fetch_burst, static_costs
 from vtakit.sim.trace import TraceRecorder
 
 _TIMEOUT_CHECK_EVENTS = 4096

@@ -19,7 +19,7 @@ from vtakit.compiler.quant.recipe import recipe_lines
 from vtakit.compiler.quant.techniques.weight_rounding import WeightRounding
 from vtakit.compiler.quant.quantize import SAME_SCALE_OPS
 from vtakit.isa.config import HwConfig
-from vtakit.report import TextTable, save_figure
+from vtakit.tables import TextTable, save_figure
 
 VTA_C2_C11_MS = 88.3  # VTA on the PYNQ board, ResNet-18 C2-C11 (WORKLOADS.md)
 

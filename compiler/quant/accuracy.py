@@ -19,7 +19,7 @@ import numpy as np
 from vtakit.errors import CompileError
 from vtakit.compiler.ops.execute import check_feeds, run_graph
 from vtakit.compiler.ir import Graph
-from vtakit.report import save_figure
+from vtakit.tables import save_figure
 
 INT8_LIMITS = (-128.5, 127.5)  # values beyond these clip once scaled by 2**exp
 

@@ -9,7 +9,7 @@ import pytest
 
 from vtakit.fpga import tcl_dryrun
 from vtakit.hw.boards import BOARDS
-from vtakit.fpga.checks import (check_block_design, check_ports, check_project, check_settings, check_yosys,
+from vtakit.fpga.project_checks import (check_block_design, check_ports, check_project, check_settings, check_yosys,
                                 tcl_balance, yosys_top_ports)
 from vtakit.fpga.project import write_project
 from vtakit.isa import HwConfig

@@ -1,4 +1,4 @@
-"""Cycle counts derived by hand from the cycle model's rules (sim/timing.py).
+"""Cycle counts derived by hand from the cycle model's rules (sim/cost_rules.py).
 
 pynq: memory latency L = 24 cycles per burst, 8 bytes per cycle, bursts end at
 2048-byte boundaries, GEMM/ALU pipelines 4 cycles, one ALU micro-op per cycle.

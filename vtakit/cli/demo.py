@@ -54,7 +54,7 @@ def _network_demo(args) -> int:
 def _layer_demo(args) -> int:
     from vtakit.compiler.backends.vta import ops, reference
     from vtakit.compiler.backends.vta.layers import RESNET18
-    from vtakit.report import stats_tables
+    from vtakit.tables import stats_tables
     from vtakit.sim import SimDevice
 
     cfg = load_config(args.config)

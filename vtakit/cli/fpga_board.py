@@ -46,7 +46,7 @@ def cmd_fpga(args) -> int:
                   f"{cfg.bus_bytes * 8}-bit {preset.mem_ports[0]}) -> {project.directory}")
     console.print(f"  {len(project.rtl)} RTL files, build.tcl, Makefile, README.md, overlay/{project.sidecar.name}")
     if args.check:
-        from vtakit.fpga.checks import check_project
+        from vtakit.fpga.project_checks import check_project
 
         t0 = time.perf_counter()
         problems = check_project(project, yosys=not args.no_yosys)

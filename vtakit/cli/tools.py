@@ -21,7 +21,7 @@ SIM_DEVICES = ["cycle", "functional", "sim", "fsim", "rtl"]
 
 
 def cmd_config(args) -> int:
-    from vtakit.report import config_table, presets_table
+    from vtakit.tables import config_table, presets_table
 
     from vtakit.hw.gen import SUPPORTED_BUS_BYTES
 
@@ -126,7 +126,7 @@ def _write_listing(code: np.ndarray, cfg, uop_source) -> None:
 
 def cmd_sim(args) -> int:
     from vtakit.isa.image import ProgramImage
-    from vtakit.report import stats_tables
+    from vtakit.tables import stats_tables
     from vtakit.sim import run_image
 
     image = ProgramImage.load(args.program)

@@ -17,17 +17,17 @@ a GPU) and `Recorder` (compile time: lists launches, generates PTX).
 
 from vtakit.compiler.backends.cuda.conv import conv2d
 from vtakit.compiler.backends.cuda.linear import dense
-from vtakit.compiler.backends.cuda.device import DeviceArray, GpuBackend
+from vtakit.compiler.backends.cuda.device_array import DeviceArray, GpuBackend
 from vtakit.compiler.backends.cuda.elementwise import add, add_int8, batch_norm, clip, dequantize, dequantize_linear, mul, quantize, quantize_linear, relu, sub
 from vtakit.compiler.backends.cuda.emulate import Emulator
-from vtakit.compiler.backends.cuda.executor import OPERATORS, GpuKernels, record_launches
+from vtakit.compiler.backends.cuda.graph_kernels import OPERATORS, GpuKernels, record_launches
 from vtakit.compiler.backends.cuda.gemm import matmul
 from vtakit.compiler.backends.cuda.kernel import GpuKernel, Launch
 from vtakit.compiler.backends.cuda.layout import concat, pack_activation, pad, transpose, unpack_activation
 from vtakit.compiler.backends.cuda.pool import avg_pool2d, global_avg_pool, max_pool2d
 from vtakit.compiler.backends.cuda.record import LaunchRecord, Recorder
 from vtakit.compiler.backends.cuda.reduce import softmax
-from vtakit.compiler.backends.cuda.runtime import CudaGpu, default_gpu, gpu_available
+from vtakit.compiler.backends.cuda.driver_api import CudaGpu, default_gpu, gpu_available
 from vtakit.compiler.backends.cuda.target import DEFAULT_ARCH, GpuTarget, assemble, find_ptxas
 
 __all__ = [

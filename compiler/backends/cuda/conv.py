@@ -28,7 +28,7 @@ from vtakit.compiler.backends.host.conv import OP, ConvGeometry, conv_geometry
 from vtakit.compiler.backends.cpu.irgen import requantise
 from vtakit.compiler.backends.cpu.irgen import F32, I8, I32
 from vtakit.compiler.backends.cuda.call import Call
-from vtakit.compiler.backends.cuda.device import DeviceArray, GpuBackend, operand
+from vtakit.compiler.backends.cuda.device_array import DeviceArray, GpuBackend, operand
 from vtakit.compiler.backends.cuda.gemm import GemmOperands, GemmTile, choose_tile, emit_gemm, gemm_launch, widen
 from vtakit.compiler.backends.cuda.kernel import GpuKernelBuilder, grid_1d, make_kernel
 from vtakit.errors import CompileError

@@ -24,7 +24,7 @@ from vtakit.compiler.backends.cpu.elementwise import EXPRESSIONS as CPU_EXPRESSI
 from vtakit.compiler.backends.host.elementwise import collapse
 from vtakit.compiler.backends.cpu.irgen import F32, I8, I32, KernelBuilder, elem_type
 from vtakit.compiler.backends.cuda.call import Call
-from vtakit.compiler.backends.cuda.device import DeviceArray, GpuBackend, broadcast_strides, contiguous_strides, operand
+from vtakit.compiler.backends.cuda.device_array import DeviceArray, GpuBackend, broadcast_strides, contiguous_strides, operand
 from vtakit.compiler.backends.cuda.kernel import GpuKernelBuilder, grid_1d, make_kernel
 from vtakit.errors import CompileError
 

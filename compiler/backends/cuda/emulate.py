@@ -30,7 +30,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from vtakit.compiler.backends.cpu.jit import KernelKey, get_kernel
-from vtakit.compiler.backends.cuda.device import Argument, Buffer, DeviceArray
+from vtakit.compiler.backends.cuda.device_array import Argument, Buffer, DeviceArray
 from vtakit.compiler.backends.cuda.kernel import BARRIER_SYMBOL, HOST, ID_SLOTS, GpuKernel
 from vtakit.errors import DeviceError
 

@@ -32,7 +32,7 @@ from vtakit.compiler.backends.host import checks
 from vtakit.compiler.backends.host.matmul import batch_offsets
 from vtakit.compiler.backends.cpu.irgen import F32, I32, I64
 from vtakit.compiler.backends.cuda.call import Call
-from vtakit.compiler.backends.cuda.device import GpuBackend, operand
+from vtakit.compiler.backends.cuda.device_array import GpuBackend, operand
 from vtakit.compiler.backends.cuda.kernel import GpuKernelBuilder, Launch, make_kernel
 from vtakit.errors import CompileError
 from vtakit.isa.arith import ceil_div

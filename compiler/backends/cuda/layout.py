@@ -21,7 +21,7 @@ from vtakit.compiler.backends.host import checks
 from vtakit.compiler.backends.cpu.irgen import elem_type
 from vtakit.compiler.backends.host.layout import LAYOUT_DTYPES, fill_value, concat_axis, permutation
 from vtakit.compiler.backends.cuda.call import Call
-from vtakit.compiler.backends.cuda.device import DeviceArray, GpuBackend, contiguous_strides, operand
+from vtakit.compiler.backends.cuda.device_array import DeviceArray, GpuBackend, contiguous_strides, operand
 from vtakit.compiler.backends.cuda.elementwise import run_strided
 from vtakit.compiler.backends.cuda.kernel import GpuKernelBuilder, grid_1d, make_kernel
 from vtakit.errors import CompileError

@@ -18,7 +18,7 @@ from vtakit.compiler.backends.host.checks import Requant
 from vtakit.compiler.backends.cpu.irgen import F32, I8, I32
 from vtakit.compiler.backends.cuda.call import Call
 from vtakit.compiler.backends.cuda.conv import _epilogue
-from vtakit.compiler.backends.cuda.device import GpuBackend, operand
+from vtakit.compiler.backends.cuda.device_array import GpuBackend, operand
 from vtakit.compiler.backends.cuda.gemm import GemmOperands, GemmTile, choose_tile, emit_gemm, gemm_launch, widen
 from vtakit.compiler.backends.cuda.kernel import GpuKernelBuilder, make_kernel
 from vtakit.errors import CompileError

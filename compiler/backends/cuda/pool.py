@@ -19,7 +19,7 @@ from vtakit.compiler.backends.cpu.irgen import F32, I8, I32
 from vtakit.compiler.backends.cpu.irgen import F64, round_half_up_div
 from vtakit.compiler.backends.host.pool import PoolSpec, avg_pool_spec, max_pool_spec
 from vtakit.compiler.backends.cuda.call import Call
-from vtakit.compiler.backends.cuda.device import GpuBackend, operand
+from vtakit.compiler.backends.cuda.device_array import GpuBackend, operand
 from vtakit.compiler.backends.cuda.kernel import GpuKernelBuilder, Launch, grid_1d, make_kernel
 from vtakit.compiler.backends.cuda.reduce import block_reduce, reduction_threads
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from vtakit.compiler.backends.cuda.device import Argument, Buffer, DeviceArray
+from vtakit.compiler.backends.cuda.device_array import Argument, Buffer, DeviceArray
 from vtakit.compiler.backends.cuda.kernel import GPU, GpuKernel
 from vtakit.compiler.backends.cuda.target import DEFAULT_ARCH, ptx_key
 from vtakit.errors import DeviceError

@@ -21,7 +21,7 @@ from llvmlite import ir
 from vtakit.compiler.backends.host import checks
 from vtakit.compiler.backends.cpu.irgen import F32
 from vtakit.compiler.backends.cuda.call import Call
-from vtakit.compiler.backends.cuda.device import GpuBackend, operand
+from vtakit.compiler.backends.cuda.device_array import GpuBackend, operand
 from vtakit.compiler.backends.cuda.kernel import GpuKernelBuilder, Launch, make_kernel
 from vtakit.errors import CompileError
 

@@ -11,7 +11,7 @@ from tests.support.fake_driver import FakeDriver, CUresult
 from tests.support.gpu_marks import GPU_OK
 from vtakit.compiler.backends import cpu, cuda
 from vtakit.compiler.backends.cuda import kernel as kernel_module
-from vtakit.compiler.backends.cuda import runtime
+from vtakit.compiler.backends.cuda import driver_api
 from vtakit.errors import DeviceError
 
 
@@ -28,7 +28,7 @@ def test_without_a_gpu_every_entry_point_says_why_in_one_line():
 def fake(monkeypatch):
     """A FakeDriver in place of cuda.bindings.driver; every kernel launched is registered with it to run."""
     driver = FakeDriver()
-    monkeypatch.setattr(runtime, "_driver", lambda: driver)
+    monkeypatch.setattr(driver_api, "_driver", lambda: driver)
     original = kernel_module.GpuKernel.ptx
 
     def ptx(self, arch):
@@ -40,18 +40,18 @@ def fake(monkeypatch):
 
 
 def test_context_and_arch(fake):
-    gpu = runtime.CudaGpu(0)
+    gpu = driver_api.CudaGpu(0)
     assert fake.calls[:3] == ["cuInit", "cuDeviceGetCount", "cuDeviceGet"]
     assert gpu.name == "Fake GPU" and gpu.capability == (9, 0) and gpu.arch == "sm_80"  # sm_80 PTX, JIT for sm_90
     assert "Fake GPU" in repr(gpu)
     fake.capability = (7, 5)
-    assert runtime.CudaGpu(0).arch == "sm_75"
+    assert driver_api.CudaGpu(0).arch == "sm_75"
     with pytest.raises(DeviceError, match="no CUDA device 3: 1 device"):
-        runtime.CudaGpu(3)
+        driver_api.CudaGpu(3)
 
 
 def test_operators_through_the_runtime_match_the_cpu_backend(fake):
-    gpu = runtime.CudaGpu(0)
+    gpu = driver_api.CudaGpu(0)
     rng = np.random.default_rng(7)
     a = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
     b = rng.standard_normal((3, 1, 5)).astype(np.float32)
@@ -74,7 +74,7 @@ def _starts(fake):
 
 
 def test_modules_are_loaded_once_per_kernel(fake):
-    gpu = runtime.CudaGpu(0)
+    gpu = driver_api.CudaGpu(0)
     x = np.ones(10, np.float32)
     for _ in range(3):
         cuda.relu(x, gpu=gpu)
@@ -82,7 +82,7 @@ def test_modules_are_loaded_once_per_kernel(fake):
 
 
 def test_memory_is_pooled(fake):
-    gpu = runtime.CudaGpu(0)
+    gpu = driver_api.CudaGpu(0)
     x = np.ones((64, 64), np.float32)
     cuda.relu(x, gpu=gpu)
     gc.collect()
@@ -95,11 +95,11 @@ def test_memory_is_pooled(fake):
     assert held >= 2 * x.nbytes
     gpu.pool.trim()
     assert gpu.pool.allocated_bytes == 0 and fake.calls.count("cuMemFree") == allocations
-    assert runtime.MemoryPool.size_class(1) == 256 and runtime.MemoryPool.size_class(3 << 20) == 3 << 20
+    assert driver_api.MemoryPool.size_class(1) == 256 and driver_api.MemoryPool.size_class(3 << 20) == 3 << 20
 
 
 def test_driver_errors_become_one_line_device_errors(fake):
-    gpu = runtime.CudaGpu(0)
+    gpu = driver_api.CudaGpu(0)
     fake.memory_left = 1000
     with pytest.raises(DeviceError, match=r"^cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY \(fake driver error\)$"):
         gpu.upload(np.zeros(10_000, np.float32))
@@ -108,4 +108,4 @@ def test_driver_errors_become_one_line_device_errors(fake):
         cuda.relu(np.zeros(4, np.float32), gpu=gpu)
     fake.fail["cuInit"] = CUresult.CUDA_ERROR_NO_DEVICE
     with pytest.raises(DeviceError, match="cuInit failed: CUDA_ERROR_NO_DEVICE"):
-        runtime.CudaGpu(0)
+        driver_api.CudaGpu(0)

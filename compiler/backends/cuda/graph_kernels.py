@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from vtakit.compiler.backends.cuda import conv, elementwise, gemm, layout, linear, pool, reduce
-from vtakit.compiler.backends.cuda.device import DeviceArray, GpuBackend
+from vtakit.compiler.backends.cuda.device_array import DeviceArray, GpuBackend
 from vtakit.compiler.backends.cuda.record import Recorder
 from vtakit.compiler.backends.cuda.target import DEFAULT_ARCH
 

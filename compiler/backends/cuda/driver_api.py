@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from vtakit.compiler.backends.cuda.device import Argument, Buffer, DeviceArray
+from vtakit.compiler.backends.cuda.device_array import Argument, Buffer, DeviceArray
 from vtakit.compiler.backends.cuda.target import DEFAULT_ARCH, GpuTarget, ptx_key
 from vtakit.errors import DeviceError
 from vtakit.isa.arith import ceil_div

@@ -1,7 +1,7 @@
 """Device-resident tensors and the protocol every GPU backend implements.
 
 A `DeviceArray` is a shape and dtype over a `Buffer` that a backend owns: the
-CUDA runtime (`runtime.CudaGpu`, device memory), the host emulator
+CUDA driver API (`driver_api.CudaGpu`, device memory), the host emulator
 (`emulate.Emulator`, host memory) or the compile-time recorder
 (`record.Recorder`, no memory at all).  The kernel families only talk to this
 protocol, so the same operator code launches on a GPU, runs emulated on the

@@ -1,4 +1,6 @@
-"""Rich tables for what the CLI prints: configurations and run statistics."""
+"""How results are shown: rich tables that also print as text from Python (configurations, run
+statistics, a module's report) and `save_figure`, which writes every figure the tools make.  (A
+network's report itself is vtakit.compiler.module.report.)"""
 
 from __future__ import annotations
 
