@@ -72,7 +72,7 @@ def _module(path: str | None):
     from vtakit.compiler import zoo
     from vtakit.compiler.pipeline import compile_module
     from vtakit.compiler.module.compiled import CompiledModule
-    from vtakit.isa.config import DEFAULT_PRESET, HwConfig
+    from vtakit.isa.config import DEFAULT_PRESET
 
     if path and Path(path).exists():
         return CompiledModule.load(path)
