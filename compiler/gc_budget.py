@@ -3,7 +3,7 @@
 A compile allocates a Node, its lists and dicts for every node of every graph copy, and most of them live
 until the compile ends.  CPython's cyclic collector runs a young pass every 700 net allocations and, now
 and then, a full pass over every live object: on a 60,000-node chain that was about 30 % of the compile's
-CPU time, and the share grows with the graph (issue 37, `benchmarks/graph_scale.py`).  Reference counting
+CPU time, and the share grows with the graph (`benchmarks/graph_scale.py` prints the scaling).  Reference counting
 frees almost everything a compile drops; the collector only matters for cycles, so during a compile it
 runs a young pass every YOUNG_THRESHOLD allocations instead, and the caller's thresholds come back after.
 Results do not depend on when the collector runs.

@@ -1,7 +1,7 @@
 """Program images: instructions plus the DRAM they run against, in one `.npz` file.
 
 A program image is what every device runs: the simulators, the RTL and the
-board.  The `.npz` format (documented in the README) holds
+board.  The `.npz` format (the user guide's ISA page, "Program images") holds
 
     format       "vtakit-program/1"
     config       HwConfig as JSON text

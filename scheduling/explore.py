@@ -156,7 +156,7 @@ def measure_point(network: str, cfg: HwConfig, images: int, seed: int,
 
 def _cosine(network: str, images: int, feeds: dict, got: dict) -> float:
     """Cosine of the int8 module's first output (cycle model) against the float network's on the same input:
-    what a configuration's requantization buys (e.g. `pynq_mul`'s per-channel multipliers, issue 16)."""
+    what a configuration's requantization buys (e.g. `pynq_mul`'s per-channel multipliers)."""
     from vtakit.compiler.pipeline import compile_module
 
     want = compile_module(_load_network(network, images), target="cpu").run(feeds)

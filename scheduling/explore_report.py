@@ -187,7 +187,7 @@ def write_summary(result: ExploreResult, path: str | Path, *, space: str = "", p
     in_jobs = f"; time in jobs: {secs}." if secs else "."
     lines += ["", "## Notes", "", f"- Wall time {result.wall_s:.0f} s{reused}{in_jobs}",
               ("- Latency is a cycle-model figure; the cycle model agrees with the RTL within 0.25 % on ResNet "
-               "layers (README).")]
+               "layers (docs/results.md).")]
     if have_resources:
         timing_note = ("- Estimated fmax: hw.timing's static timing of the xc7 netlist (7-series -1 cell delays, "
                        "0.5 ns per net for routing; x 0.6 for UltraScale+), not a place and route; a point whose "

@@ -2,7 +2,7 @@
 
 Every instruction's duration is a function of its fields and the HwConfig alone,
 so it is computed up front with numpy; the event simulation in `cycle.py` then
-only decides *when* each instruction runs.  The rules (also in the README):
+only decides *when* each instruction runs.  The rules (also in the user guide's Simulators page):
 
 * Memory port: one, shared by fetch, load, compute and store; requests are
   served first-come first-served and a DMA instruction holds the port for its

@@ -1,7 +1,7 @@
 """The one place the host kernels allocate their outputs and scratch buffers.
 
 Generated kernels trust their shapes (no bounds checks in the code), so an
-indexing bug writes outside a buffer without a word (issue 13: a tail store
+indexing bug writes outside a buffer without a word (one did: a tail store
 three bytes too wide).  Allocating through here lets tests swap in an
 allocator that puts every array between guard bytes (`use_allocator`) and
 check the guards after each call.  The switch is process-wide, not per
