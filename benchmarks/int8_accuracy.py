@@ -67,7 +67,7 @@ def main() -> None:
     t0 = time.perf_counter()
     module = vtakit.compile(model, args.config, calibrate=samples, **options)
     print(f"compiled in {time.perf_counter() - t0:.1f} s {options}")
-    for line in calibration_lines(module.notes["calibration"]):
+    for line in calibration_lines(module.notes.calibration):
         print(line)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     out = model.graph.output[0].name

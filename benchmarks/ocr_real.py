@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
                             weight_rounding=args.weight_rounding,
                             wide_residual=args.wide_residual, **options)
     print(f"compiled in {time.perf_counter() - t0:.1f} s: {len(module.vta_tasks())} accelerator tasks")
-    for line in calibration_lines(module.notes["calibration"]):
+    for line in calibration_lines(module.notes.calibration):
         print(line)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     name = session.get_inputs()[0].name

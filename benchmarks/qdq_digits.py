@@ -76,9 +76,9 @@ def main() -> None:
                 line += (f"\n    onnxruntime QDQ ({how}) accuracy {np.mean(ref_q.argmax(1) == yte):.4f}; vtakit top-1 = "
                          f"onnxruntime's {np.mean(out.argmax(1) == ref_q.argmax(1)):.4f}; int8 logits equal "
                          f"{np.mean(d == 0):.4f}, within 1 step {np.mean(np.abs(d) <= 1):.4f}")
-            qn = mod.notes["calibration"].get("qdq", {})
-            line += f"\n    scales kept: {qn.get('activations')} activations, weights of {qn.get('weights')}, " \
-                    f"all exact: {qn.get('exact')}, {len(qn.get('notes', []))} notes"
+            qn = mod.notes.calibration.qdq
+            line += f"\n    scales kept: {qn.activations} activations, weights of {list(qn.weights)}, " \
+                    f"all exact: {qn.exact}, {len(qn.notes)} notes"
         print(line, flush=True)
 
 

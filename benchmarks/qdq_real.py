@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
+    from vtakit.compiler.module.notes import QdqNotes
     from vtakit.compiler.pipeline import compile_module
 
     real, photos, qm = _support("real_models"), _support("photos"), _support("qdq_models")
@@ -63,11 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     got = np.stack(outs)
     cycles = module.report().accelerator_cycles if args.device == "sim" else None  # before the host run below
     host = module.run(xs[0][None], device="cpu")[module.graph.outputs[0]][0]
-    note = module.notes["calibration"].get("qdq", {})
-    print(f"scales kept: {note.get('activations', 0)} activations, weights of {len(note.get('weights', []))} nodes; "
-          f"{len(note.get('notes', []))} notes ({sum('not a power of two' in n for n in note.get('notes', []))} "
-          "scales moved to a power of two)")
-    for line in (n for n in note.get("notes", []) if "kept exactly" in n):
+    note = module.notes.calibration.qdq or QdqNotes(0, (), True, ())
+    notes = note.notes
+    print(f"scales kept: {note.activations} activations, weights of {len(note.weights)} nodes; "
+          f"{len(notes)} notes ({sum('not a power of two' in n for n in notes)} scales moved to a power of two)")
+    for line in (n for n in notes if "kept exactly" in n):
         print(f"  {line}")
     print(f"{args.device} == host reference on the first view: {np.array_equal(got[0], host)}")
     if cycles is not None:

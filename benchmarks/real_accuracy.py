@@ -52,7 +52,7 @@ def load_model(real, name: str):
         return None, None
 
 
-def print_search_notes(notes: dict) -> None:
+def print_search_notes(notes) -> None:
     """What calibration "search" and keep_float_until did (compile notes)."""
     from vtakit.compiler.module.report import calibration_lines
     for line in calibration_lines(notes):
@@ -60,31 +60,32 @@ def print_search_notes(notes: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from vtakit.compiler.options import CHOICES, QuantOptions
     from vtakit.compiler.pipeline import compile_module
-    from vtakit.compiler.pipeline import BIAS_CORRECTION, EQUALIZE, REQUANT
-    from vtakit.compiler.quant.techniques.fixed_point import REQUANT_MODES, check_requant
     from vtakit.isa.config import HwConfig
-    from vtakit.compiler.quant.techniques.equalize import MODES
-    from vtakit.compiler.quant.calibration import METHODS
-    from vtakit.compiler.quant.recipe import AUTO
+
+    default = QuantOptions()
+
+    def choice(option: str) -> dict:
+        return dict(default=getattr(default, option).value, choices=CHOICES[option].values())
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="efficientnet_lite0", choices=sorted(MODELS))
     ap.add_argument("--config", default="pynq")
     ap.add_argument("--device", default="sim", help="sim (cycle model), fsim or cpu")
-    ap.add_argument("--calibration", default=AUTO, choices=(AUTO, *METHODS))
-    ap.add_argument("--equalize", default=EQUALIZE, choices=MODES, help="cross-layer equalization")
-    ap.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=BIAS_CORRECTION)
+    ap.add_argument("--calibration", **choice("calibration"))
+    ap.add_argument("--equalize", **choice("equalize"), help="cross-layer equalization")
+    ap.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=default.bias_correction)
     ap.add_argument("--calibration-samples", type=int, default=8)
     ap.add_argument("--keep-float-until", type=float, default=None,
                     help="keep the worst layers in float until this mean output cosine on the calibration photos")
-    ap.add_argument("--requant", default=REQUANT, choices=REQUANT_MODES,
+    ap.add_argument("--requant", **choice("requant"),
                     help="conv/dense requantization: auto (multipliers where the config has ALU MUL), pow2, multiplier")
-    ap.add_argument("--range-scale", default="on", choices=("on", "off"),
+    ap.add_argument("--range-scale", **choice("range_scale"),
                     help="activation groups rescaled to fill the int8 range (default on)")
-    ap.add_argument("--wide-residual", default=AUTO, choices=(AUTO, "on", "off"),
+    ap.add_argument("--wide-residual", **choice("wide_residual"),
                     help="a conv feeding a residual add keeps extra bits into the add (default auto)")
-    ap.add_argument("--weight-rounding", default=AUTO, choices=(AUTO, "gptq", "nearest"),
+    ap.add_argument("--weight-rounding", **choice("weight_rounding"),
                     help="int8 weights rounded for each layer's output (gptq) or to nearest (default auto)")
     ap.add_argument("--crops", type=int, default=0,
                     help="test on this many seeded random crops (50-100 %% of the short side, mirrored at random) "
@@ -122,8 +123,7 @@ def main(argv: list[str] | None = None) -> int:
 
         cfg = HwConfig.load(args.config)
         g = optimize(import_onnx(model))
-        _, q, notes = float_and_int8_auto(g, cfg, [c[None] for c in cal], **options,
-                                          requant=check_requant(args.requant, cfg.alu_mul, cfg.label))
+        _, q, notes = float_and_int8_auto(g, cfg, [c[None] for c in cal], **options, requant=args.requant)
         print(f"quantized in {time.perf_counter() - t0:.1f} s; {options}")
         print_search_notes(notes)
         t0 = time.perf_counter()
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         module = compile_module(model, args.config, calibrate=[c[None] for c in cal], requant=args.requant,
                                 **options)
         print(f"compiled in {time.perf_counter() - t0:.1f} s: {len(module.vta_tasks())} accelerator tasks; {options}")
-        print_search_notes(module.notes["calibration"])
+        print_search_notes(module.notes.calibration)
         t0 = time.perf_counter()
         outs = []
         for x in xs:

@@ -11,34 +11,36 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.passes.fusion import fuse_max_pools, fuse_residual_adds
-from vtakit.compiler.quant.recipe import AUTO, check_knob, float_and_int8_auto
+from vtakit.compiler.options import (CompileOptions, EqualizeMode, QuantOptions, RangeScaleMode, RequantMode,
+                                     WeightRoundingMode)
+from vtakit.compiler.quant.recipe import fallback, float_and_int8_auto
 from vtakit.compiler.quant.techniques.wide_residual import WIDE_NOTE
 from vtakit.compiler.gc_budget import with_fewer_collections
 from vtakit.compiler.passes.fold import canonicalize_dense, fold_into_conv, fold_pads, fuse_activations
 from vtakit.compiler.ir import Graph
 from vtakit.compiler.passes.lower import VtaTask, lower_node
 from vtakit.compiler.module.compiled import CompiledModule
+from vtakit.compiler.module.notes import CompileNotes, ModelFactors, QdqNotes, QuantNotes
 from vtakit.compiler.frontend.onnx_import import import_onnx
 from vtakit.compiler.passes.partition import PartitionOptions, partition
 from vtakit.compiler.module.dram_plan import plan_dram
-from vtakit.compiler.quant.calibration import DEFAULT_METHOD, calibrate as run_calibration, check_method
-from vtakit.compiler.quant.techniques.equalize import check_mode, correct_bias, equalize as equalize_ranges
+from vtakit.compiler.quant.calibration import calibrate as run_calibration
+from vtakit.compiler.quant.techniques.equalize import correct_bias, equalize as equalize_ranges
 from vtakit.compiler.quant.exponent_search import Progress, check_target, float_outputs, search_exponents
 from vtakit.compiler.quant.exponent_search import keep_float_until as keep_float_until_met
 from vtakit.compiler.quant.quantize import POW2_NODES_NOTE, REQUANT_NOTE, Calibration, graph_roundtrip, keep_nodes_float, one_shift, quantize, strip_fake_quant, weight_exponents, weight_roundtrip
-from vtakit.compiler.quant.techniques.weight_rounding import ROUNDED_KEY, plan_rounding
-from vtakit.compiler.quant.techniques.weight_rounding import check_mode as check_weight_rounding
+from vtakit.compiler.quant.techniques.weight_rounding import ROUNDED_KEY, WeightRounding, plan_rounding
 from vtakit.compiler.quant.techniques.fixed_point import check_requant
-from vtakit.compiler.quant.techniques.range_scale import apply_factors, plan_model_factors, scale_and_correct
+from vtakit.compiler.quant.techniques.range_scale import RangeScaling, apply_factors, plan_model_factors, scale_and_correct
 from vtakit.compiler.quant.techniques.channel_fill import ChannelFill, apply_channel_fill, plan_channel_fill
-from vtakit.compiler.quant.techniques.range_scale import check_mode as check_range_scale
 from vtakit.compiler.passes.simplify import simplify
 from vtakit.compiler.quant import qdq
 from vtakit.compiler.quant.qdq import QdqScales, read_scales
@@ -46,17 +48,10 @@ from vtakit.compiler.ops import int8_rule
 from vtakit.isa.config import DEFAULT_PRESET, HwConfig
 from vtakit.isa.fields import INSN_BYTES
 
-TARGETS = ("vta", "cpu", "cuda")
-HOSTS = ("cpu", "cuda")
 SYNTHETIC_SAMPLES = 4
 SYNTHETIC_BYTES = 1 << 28
 """Made-up calibration samples take at most this much memory (256 MiB): a network whose declared inputs
 are larger (within the import's limits) is calibrated on fewer samples, at least one."""
-EQUALIZE = "off"  # cross-layer equalization before quantization: equalize.MODES (measured in the README)
-BIAS_CORRECTION = True  # wins on EfficientNet-Lite0: see the README's accuracy figures
-REQUANT = "auto"  # fixed-point multipliers where the config has ALU MUL (fixed_point.py; README, issue 16)
-RANGE_SCALE = "on"  # activation groups rescaled to fill the int8 range (range_scale.py; README, issue 16)
-WEIGHT_ROUNDING = "nearest"  # float_and_int8's rounding; compile_module's is "auto" (recipe.py)
 
 
 def optimize(graph: Graph, *, keep_fake_quant: bool = False) -> Graph:
@@ -81,16 +76,19 @@ class WeightsForInt8:
     (recipe.py reuses it across the recipes it tries)."""
     uncorrected: Graph  # range-scaled and channel-filled, biases as the model has them
     graph: Graph  # the same with the biases corrected for the int8 weights
-    scaling: Any  # range_scale's plan (None: not range-scaled)
+    scaling: RangeScaling | None  # range_scale's plan (None: not range-scaled)
     fill: ChannelFill
     model_factors_note: dict[str, float]  # a QDQ model's scales met by range scaling: tensor -> factor
     rounded: dict[str, tuple[np.ndarray, np.ndarray]]  # node -> its GPTQ int8 weights (weight_rounding.py)
-    rounding: Any  # weight_rounding's summary (None: nearest)
+    rounding: WeightRounding | None  # weight_rounding's summary (None: nearest)
 
 
-def weights_for_int8(g: Graph, samples: list[dict[str, np.ndarray]], *, equalize: str, bias_correction: bool,
-                     requant: str, range_scale: str, gptq: bool) -> WeightsForInt8:
-    """Equalization, bias correction, range scaling, channel fill and GPTQ rounding of `g` (float_and_int8)."""
+def weights_for_int8(g: Graph, samples: list[dict[str, np.ndarray]], options: QuantOptions) -> WeightsForInt8:
+    """Equalization, bias correction, range scaling, channel fill and GPTQ rounding of `g` (float_and_int8;
+    `options` as `one_recipe` leaves them)."""
+    equalize, bias_correction, requant = options.equalize, options.bias_correction, options.requant
+    range_scaled = options.range_scale is RangeScaleMode.ON
+    gptq = options.weight_rounding is WeightRoundingMode.GPTQ
     uncorrected = prepare_for_int8(g, samples, equalize=equalize, bias_correction=False)
     multiplied = requant == "multiplier"
     model_scales: QdqScales = g.notes.get("qdq", QdqScales())
@@ -105,14 +103,14 @@ def weights_for_int8(g: Graph, samples: list[dict[str, np.ndarray]], *, equalize
 
     g = corrected(uncorrected)
     scaling, model_factors_note, fill = None, {}, ChannelFill()
-    if check_range_scale(range_scale) and not model_scales:
+    if range_scaled and not model_scales:
         uncorrected, g, scaling = scale_and_correct(uncorrected, g, samples, corrected if bias_correction else None,
                                                     one_shift if requant == "pow2" else None)
         fill = plan_channel_fill(g, samples)  # conv inputs the host quantizes, per channel (channel_fill.py)
         if fill.bits:
             uncorrected = apply_channel_fill(uncorrected, fill)
             g = corrected(uncorrected)
-    elif check_range_scale(range_scale) and equalize == "off" and model_scales.act:
+    elif range_scaled and equalize == "off" and model_scales.act:
         model_factors = plan_model_factors(uncorrected, {t: model_scales.inexact.get(t, 1.0) for t in model_scales.act})
         if model_factors:  # the model's scales that are not powers of two, met exactly (range_scale.py)
             scaled = apply_factors(uncorrected, model_factors)
@@ -140,36 +138,35 @@ def _noted_as(graph: Graph, source: Graph) -> Graph:
     return out
 
 
-def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEFAULT_METHOD,
-                   equalize: str = EQUALIZE, bias_correction: bool = BIAS_CORRECTION,
-                   keep_float=(), keep_float_until: float | None = None,
-                   progress: Progress | None = None, requant: str = "pow2",
-                   range_scale: str = RANGE_SCALE, weight_rounding: str = WEIGHT_ROUNDING,
-                   weights_cache: dict | None = None) -> tuple[Graph, Graph, dict[str, Any]]:
-    """(the float graph quantized from, the int8 graph, calibration notes) for an optimized graph.
+def one_recipe(options: QuantOptions | None = None, **keywords: Any) -> QuantOptions:
+    """`options` with `keywords` set and nothing left "auto": the recipe knobs take the fallback recipe's
+    values (recipe.FALLBACK) and requant power-of-two shifts (compile_module resolves it by the configuration,
+    fixed_point.check_requant)."""
+    opts = fallback(QuantOptions.of(options, **keywords))
+    return replace(opts, requant=RequantMode.POW2) if opts.requant is RequantMode.AUTO else opts
 
-    requant: "pow2" or "multiplier" (as `fixed_point.check_requant` resolves it for the config);
-    range_scale: range_scale.MODES (activation groups rescaled to fill the int8 range, range_scale.py);
-    weight_rounding: weight_rounding.MODES ("gptq": int8 weights rounded for each layer's output);
+
+def float_and_int8(g: Graph, calibrate, options: QuantOptions | None = None, *, progress: Progress | None = None,
+                   weights_cache: dict | None = None, **keywords: Any) -> tuple[Graph, Graph, QuantNotes]:
+    """(the float graph quantized from, the int8 graph, what quantization did) for an optimized graph, by one
+    recipe: `options` with `keywords` set, as `one_recipe` resolves them.
+
     weights_cache: `weights_for_int8`'s results by their options, shared by calls on the same graph and
-    samples that differ in the rest (recipe.py).
-
-    calibration "search" and keep_float_until judge the int8 graph by its outputs against `g`'s on
-    the calibration samples (exponent_search)."""
-    check_method(calibration)
-    check_range_scale(range_scale)
-    gptq = check_weight_rounding(weight_rounding)
+    samples that differ in the rest (recipe.py).  Calibration "search" and keep_float_until judge the int8
+    graph by its outputs against `g`'s on the calibration samples (exponent_search)."""
+    opts = one_recipe(options, **keywords)
+    calibration, equalize, requant, keep_float_until = opts.calibration, opts.equalize, opts.requant, opts.keep_float_until
+    gptq = opts.weight_rounding is WeightRoundingMode.GPTQ
     if keep_float_until is not None:
         check_target(keep_float_until)
-    samples, synthetic = calibration_samples(g, calibrate, seed)
+    samples, synthetic = calibration_samples(g, calibrate, opts.seed)
     t1 = time.perf_counter()
     want = float_outputs(g, samples) if calibration == "search" or keep_float_until is not None else []
     multiplied = requant == "multiplier"
-    key = (equalize, bias_correction, requant, range_scale, gptq)
+    key = (equalize, opts.bias_correction, requant, opts.range_scale, gptq)
     prepared = weights_cache.get(key) if weights_cache is not None else None
     if prepared is None:
-        prepared = weights_for_int8(g, samples, equalize=equalize, bias_correction=bias_correction,
-                                    requant=requant, range_scale=range_scale, gptq=gptq)
+        prepared = weights_for_int8(g, samples, opts)
         if weights_cache is not None:
             weights_cache[key] = prepared
     uncorrected, g = _noted_as(prepared.uncorrected, g), _noted_as(prepared.graph, g)
@@ -180,46 +177,45 @@ def float_and_int8(g: Graph, calibrate, *, seed: int = 0, calibration: str = DEF
     if scales and equalize != "off":  # equalization rescales activations: the model's scales no longer hold
         scales = QdqScales(notes=[*scales.notes, f"equalize {equalize}: the model's scales are not used"])
     cal.fixed.update(scales.act)  # the model's activation scales replace calibration for their tensors
-    notes: dict[str, Any] = dict(samples=len(samples), synthetic=synthetic, method=calibration, equalize=equalize,
-                                 bias_correction=bias_correction, requant=requant,
-                                 weight_rounding=weight_rounding if rounding is not None else "nearest")
-    if scaling is not None:
-        notes["range_scale"] = asdict(scaling)
-        if fill.bits:
-            notes["channel_fill"] = asdict(fill)
-    elif prepared.model_factors_note:
-        notes["range_scale"] = dict(model_factors=prepared.model_factors_note)  # tensor -> factor (the model's scale met)
-    marked, cache = keep_nodes_float(g, keep_float, uncorrected), {}
+    range_scale = scaling if scaling is not None else \
+        ModelFactors(prepared.model_factors_note) if prepared.model_factors_note else None
+    marked, cache = keep_nodes_float(g, opts.keep_float, uncorrected), {}
     cache.update({(ROUNDED_KEY, name): r for name, r in rounded.items()})
-    if rounding is not None:
-        notes["gptq"] = asdict(rounding)
-    marked.notes[REQUANT_NOTE] = requant
+    marked.notes[REQUANT_NOTE] = requant.value
     pow2_nodes, float_nodes = qdq.seed_weight_cache(marked, scales, cache,
                                                     [n for n in marked.nodes if int8_rule(n.op) == "weights"], multiplied)
     marked.notes[POW2_NODES_NOTE] = tuple(pow2_nodes)  # a QDQ model's weights keep their own scales
-    if calibration == "search":
-        notes["search"] = asdict(search_exponents(marked, cal, samples, want, progress, cache))
+    search = search_exponents(marked, cal, samples, want, progress, cache) if calibration == "search" else None
+    auto = None
     if keep_float_until is not None:
         auto = keep_float_until_met(marked, cal, samples, want, keep_float_until, progress=progress,
                                     weight_cache=cache, uncorrected=uncorrected)
-        notes["keep_float_auto"] = asdict(auto)
         marked = keep_nodes_float(marked, auto.kept, uncorrected)
     q = quantize(marked, cal, cache)
     q.notes.pop("qdq", None)
+    qdq_notes = None
     if scales or scales.notes:
-        notes["qdq"] = qdq.compile_notes(scales, q, pow2_nodes + float_nodes, float_nodes)
-    notes["seconds"] = time.perf_counter() - t1
+        d = qdq.compile_notes(scales, q, pow2_nodes + float_nodes, float_nodes)
+        qdq_notes = QdqNotes(d["activations"], tuple(d["weights"]), d["exact"], tuple(d["notes"]))
+    notes = QuantNotes(samples=len(samples), synthetic=synthetic, method=calibration, equalize=equalize,
+                       bias_correction=opts.bias_correction, requant=requant,
+                       weight_rounding=opts.weight_rounding if rounding is not None else WeightRoundingMode.NEAREST,
+                       seconds=time.perf_counter() - t1, range_scale=range_scale,
+                       channel_fill=fill if scaling is not None and fill.bits else None, gptq=rounding,
+                       search=search, keep_float_auto=auto, qdq=qdq_notes)
     return g, q, notes
 
 
-def prepare_for_int8(g: Graph, samples: list[dict[str, np.ndarray]], *, equalize: str = EQUALIZE,
-                     bias_correction: bool = BIAS_CORRECTION, roundtrip=weight_roundtrip,
+def prepare_for_int8(g: Graph, samples: list[dict[str, np.ndarray]], *,
+                     equalize: EqualizeMode | str = QuantOptions.equalize,
+                     bias_correction: bool = QuantOptions.bias_correction, roundtrip=weight_roundtrip,
                      shifts: dict[str, np.ndarray] | None = None) -> Graph:
     """The float graph the int8 one is quantized from: channel ranges equalized, biases corrected
     (`roundtrip`: the weights' int8 value, a QDQ model's at its own scales; `shifts`: measured mean output
     shifts that replace the estimate, correct_bias)."""
-    if check_mode(equalize) != "off":
-        g = equalize_ranges(g, clip_as_relu=equalize == "clip-as-relu")
+    equalize = EqualizeMode.parse(equalize)
+    if equalize is not EqualizeMode.OFF:
+        g = equalize_ranges(g, clip_as_relu=equalize is EqualizeMode.CLIP_AS_RELU)
     if bias_correction:
         g = correct_bias(g, samples, roundtrip, shifts)
     return g
@@ -284,61 +280,35 @@ def _liveness(cfg: HwConfig, tasks: list, graph: Graph) -> dict[str, tuple[int, 
 
 
 @with_fewer_collections  # issue 37: the collector took a third of a huge graph's compile (gc_budget.py)
-def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibrate=None,
-                   input_shapes: dict[str, tuple[int, ...]] | None = None,
-                   partition_options: PartitionOptions | dict | None = None,
-                   schedules: dict[str, Any] | None = None, seed: int = 0, host: str = "cpu",
-                   calibration: str = AUTO, equalize: str = EQUALIZE, bias_correction: bool = BIAS_CORRECTION,
-                   keep_float: tuple[str, ...] = (), keep_float_until: float | None = None,
-                   progress: Progress | None = None, requant: str = REQUANT,
-                   range_scale: str = RANGE_SCALE, wide_residual: str = AUTO,
-                   weight_rounding: str = AUTO) -> CompiledModule:
+def compile_module(model, config=DEFAULT_PRESET, options: CompileOptions | None = None, *, calibrate=None,
+                   progress: Progress | None = None, **keywords: Any) -> CompiledModule:
     """Compile an ONNX model (path, bytes or ModelProto) for `config`; see the module docstring.
 
-    calibration: how activation exponents are chosen (compiler.quant.calibration.METHODS, or "auto");
-    equalize / bias_correction: the passes of compiler.quant.techniques.equalize before quantization;
-    keep_float: nodes that stay float on the host; keep_float_until: a mean output cosine on the
-    calibration samples, reached by keeping the worst layers float too (exponent_search);
-    progress(phase, done, total): called during the searches; requant: how conv/dense requantize
-    (fixed_point.REQUANT_MODES: "auto" is "multiplier" where the config has ALU MUL, else "pow2");
-    range_scale: range_scale.MODES, "on": activation groups rescaled to fill the int8 range;
-    wide_residual: wide_residual.MODES, "on": a conv feeding a residual add keeps extra bits;
-    weight_rounding: weight_rounding.MODES, "gptq": int8 weights rounded for each layer's output;
-    the three are "auto" by default: chosen by the network's outputs on the calibration samples (recipe.py)."""
-    if target not in TARGETS:
-        raise CompileError(f"unknown target {target!r}; use one of {', '.join(TARGETS)}")
-    if host not in HOSTS:
-        raise CompileError(f"unknown host {host!r}; use one of {', '.join(HOSTS)}")
-    if target == "cpu" and host == "cuda":
-        raise CompileError("target cpu runs every node on the CPU; use target cuda for the GPU")
+    options: a CompileOptions (compiler/options.py: each option, its type and its values); `keywords` set
+    any of its fields or its QuantOptions' by name (`calibration="mse"`, `target="cpu"`,
+    `partition_options=...`).  calibrate: the calibration samples (None: seeded made-up ones);
+    progress(phase, done, total): called during the searches.  The recipe knobs (calibration, wide_residual,
+    weight_rounding) are "auto" by default: chosen by the network's outputs on the calibration samples
+    (recipe.py); requant "auto" is "multiplier" where the config has ALU MUL, else "pow2"."""
+    opts = CompileOptions.of(options, **keywords)
     cfg = HwConfig.load(config)
-    for knob, value in (("calibration", calibration), ("wide_residual", wide_residual),
-                        ("weight_rounding", weight_rounding)):
-        check_knob(knob, value)
-    check_mode(equalize)
-    requant = check_requant(requant, cfg.alu_mul, cfg.label)
-    check_range_scale(range_scale)
-    if keep_float_until is not None:
-        check_target(keep_float_until)
+    quant = replace(opts.quant, requant=check_requant(opts.quant.requant, cfg.alu_mul, cfg.label))
+    if quant.keep_float_until is not None:
+        check_target(quant.keep_float_until)
     t0 = time.perf_counter()
     if calibrate is not None and not isinstance(calibrate, (list, tuple, np.ndarray)):
         calibrate = list(calibrate)  # an iterator is read twice: its first sample binds symbolic dims
-    graph = import_onnx(model, input_shapes, bind=first_sample_shapes(calibrate))
-    notes: dict[str, Any] = dict(source_nodes=len(graph.nodes), defaulted_dims=graph.notes.get("defaulted_dims", []))
-    g = optimize(graph, keep_fake_quant=target != "vta")
-    notes["optimized_nodes"] = len(g.nodes)
-    if target in ("cpu", "cuda"):
-        if target == "cuda":
-            notes["gpu"] = _record_gpu_kernels(g, None)
-        notes["compile_s"] = time.perf_counter() - t0
-        return CompiledModule(cfg, target, g, [n.name for n in g.nodes], notes=notes,
-                              host="cuda" if target == "cuda" else "cpu")
-    _, q, notes["calibration"] = float_and_int8_auto(g, cfg, calibrate, seed=seed, calibration=calibration,
-                                                     wide_residual=wide_residual, weight_rounding=weight_rounding,
-                                                     equalize=equalize, bias_correction=bias_correction,
-                                                     keep_float=keep_float, keep_float_until=keep_float_until,
-                                                     progress=progress, requant=requant, range_scale=range_scale)
-    if isinstance(partition_options, dict):
+    graph = import_onnx(model, opts.input_shapes, bind=first_sample_shapes(calibrate))
+    defaulted = tuple(graph.notes.get("defaulted_dims", []))
+    g = optimize(graph, keep_fake_quant=opts.target != "vta")
+    if opts.target in ("cpu", "cuda"):
+        gpu = _record_gpu_kernels(g, None) if opts.target == "cuda" else None
+        notes = CompileNotes(len(graph.nodes), len(g.nodes), time.perf_counter() - t0, defaulted, gpu=gpu)
+        return CompiledModule(cfg, opts.target.value, g, [n.name for n in g.nodes], notes=notes,
+                              host="cuda" if opts.target == "cuda" else "cpu")
+    _, q, quant_notes = float_and_int8_auto(g, cfg, calibrate, quant, progress=progress)
+    partition_options = opts.partition
+    if isinstance(partition_options, Mapping):
         partition_options = PartitionOptions(**partition_options)
     place = partition(q, cfg, partition_options)
     if (partition_options or PartitionOptions()).fuse_residual:
@@ -349,17 +319,16 @@ def compile_module(model, config=DEFAULT_PRESET, *, target: str = "vta", calibra
     tasks: list = []
     for n in q.nodes:
         if place[n.name] == "vta":
-            tasks.append(lower_node(q, n, cfg, consts, (schedules or {}).get(n.name)))
+            tasks.append(lower_node(q, n, cfg, consts, (opts.schedules or {}).get(n.name)))
         else:
             tasks.append(n.name)
     fixed = {k: v.size for k, v in consts.items()}
     fixed.update({f"code:{t.node}": t.program.instructions * INSN_BYTES for t in tasks if isinstance(t, VtaTask)})
     plan = plan_dram(cfg, fixed, _liveness(cfg, tasks, q))
-    notes["host_reasons"] = q.notes.get("host_reasons", {})
-    if host == "cuda":
-        notes["gpu"] = _record_gpu_kernels(q, [t for t in tasks if isinstance(t, str)])
-    notes["compile_s"] = time.perf_counter() - t0
-    return CompiledModule(cfg, "vta", q, tasks, consts, plan, notes, host=host)
+    gpu = _record_gpu_kernels(q, [t for t in tasks if isinstance(t, str)]) if opts.host == "cuda" else None
+    notes = CompileNotes(len(graph.nodes), len(g.nodes), time.perf_counter() - t0, defaulted, quant_notes,
+                         dict(q.notes.get("host_reasons", {})), gpu)
+    return CompiledModule(cfg, "vta", q, tasks, consts, plan, notes, host=opts.host.value)
 
 
 def first_sample_shapes(calibrate) -> dict[str, tuple[int, ...]] | None:

@@ -10,27 +10,30 @@ from vtakit.errors import (
     CompileError, ConfigError, DeadlockError, DeviceError, DeviceTimeout, IsaError, RtlError,
     SimError, VtaError,
 )
+from vtakit.compiler.options import CompileOptions
 from vtakit.isa import DEFAULT_PRESET, HwConfig
 
 __version__ = "0.1.0"
 
 
-def compile(model, config=DEFAULT_PRESET, target: str = "vta", calibrate=None, tuning_log=None, **options):
+def compile(model, config=DEFAULT_PRESET, options: CompileOptions | None = None, *, calibrate=None,
+            tuning_log=None, **keywords):
     """Compile an ONNX model (path, bytes or onnx.ModelProto) into a module that `.run(inputs)`.
 
-    target "vta": int8 for the accelerator of `config` (calibrate: a list of samples, each an
-    array for a single-input model or a dict by input name; None calibrates on seeded random
-    inputs); "cpu": the float graph on the host; "cuda": the float graph on the GPU.  host="cuda"
-    puts a "vta" module's host tasks on the GPU.  tuning_log: a `vtakit tune` log (or a list of
-    them) whose best schedules the convolutions use.  Other options: input_shapes,
-    partition_options, schedules, seed, calibration ("search": exponents judged at the outputs),
-    keep_float, keep_float_until (see vtakit.compiler.pipeline.compile_module)."""
+    calibrate: a list of samples, each an array for a single-input model or a dict by input name
+    (None calibrates on seeded random inputs).  tuning_log: a `vtakit tune` log (or a list of them)
+    whose best schedules the convolutions use.  options: a vtakit.compiler.options.CompileOptions;
+    `keywords` set any of its fields or its QuantOptions' by name: target ("vta": int8 for the
+    accelerator of `config`; "cpu" / "cuda": the float graph on the host / the GPU), host ("cuda":
+    a "vta" module's host tasks on the GPU), input_shapes, partition_options, schedules, seed,
+    calibration ("search": exponents judged at the outputs), keep_float, keep_float_until, ...
+    (see vtakit.compiler.pipeline.compile_module)."""
     # Imported here so that `import vtakit` stays light: the compiler loads on the first compile.
     from vtakit.compiler.pipeline import compile_module
     from vtakit.scheduling.log import tuning_context
 
     with tuning_context(tuning_log):
-        return compile_module(model, config, target=target, calibrate=calibrate, **options)
+        return compile_module(model, config, options, calibrate=calibrate, **keywords)
 
 
 __all__ = [

@@ -22,6 +22,7 @@ from vtakit.compiler.ir import Graph, Node, TensorInfo
 from vtakit.compiler.passes.lower import ActBuffer, VtaTask
 from vtakit.compiler.module.compiled import HOSTS
 from vtakit.compiler.module.dram_plan import DramPlan
+from vtakit.compiler.module.notes import CompileNotes
 from vtakit.compiler.backends.vta.program import Program, TensorSpec
 from vtakit.isa.config import HwConfig
 from vtakit.isa.fields import mem_layout
@@ -128,7 +129,7 @@ def parse(path, manifest: dict, arrays: dict[str, np.ndarray]) -> dict[str, Any]
     with field(path, "plan"):
         plan = _plan(_dict(manifest["plan"], "plan"))
     with field(path, "notes"):
-        notes = _dict(manifest.get("notes", {}), "notes")
+        notes = CompileNotes.from_dict(manifest.get("notes", {}))
     consts = {k[7:]: v for k, v in arrays.items() if k.startswith("packed/")}
     known = ("graph/", "packed/", "words/", "relocs/")
     stray = [k for k in arrays if not k.startswith(known)]

@@ -22,6 +22,7 @@ from vtakit.compiler.ir import Graph, TensorInfo
 from vtakit.compiler.passes.lower import VtaTask
 from vtakit.compiler.module.container import FORMAT, VERSION, read_module, write_module  # noqa: F401
 from vtakit.compiler.module.dram_plan import DramPlan
+from vtakit.compiler.module.notes import CompileNotes
 from vtakit.compiler.ops.execute import check_feeds
 from vtakit.compiler.module.runner import Binding, RunResult, bind, check_finite, run_module
 from vtakit.isa.config import HwConfig
@@ -37,8 +38,8 @@ class CompiledModule:
     tasks: list  # VtaTask, or the name of a node the host runs
     consts: dict[str, np.ndarray] = field(default_factory=dict)  # packed constants, micro-ops (uint8)
     plan: DramPlan = field(default_factory=DramPlan)
-    notes: dict[str, Any] = field(default_factory=dict)
-    host: str = "cpu"  # where host tasks run: "cpu" or "cuda" (the GPU kernels are listed in notes["gpu"])
+    notes: CompileNotes = field(default_factory=CompileNotes)  # what the compile reported (module/notes.py)
+    host: str = "cpu"  # where host tasks run: "cpu" or "cuda" (the GPU kernels are listed in notes.gpu)
     last_run: RunResult | None = None
     _bindings: dict[int, Binding] = field(default_factory=dict, repr=False)
     _gpu_kernels: dict[int, Any] = field(default_factory=dict, repr=False)
@@ -167,7 +168,7 @@ class CompiledModule:
                                            tensors={k: s.to_dict() for k, s in p.tensors.items()})))
         manifest = dict(config=self.config.to_dict(), target=self.target, host=self.host,
                         graph=_graph_to_dict(self.graph), tasks=tasks, plan=self.plan.to_dict(),
-                        notes=_jsonable(self.notes))
+                        notes=_jsonable(self.notes.to_dict()))
         write_module(path, manifest, arrays)
         return path
 

@@ -14,9 +14,8 @@ from dataclasses import asdict, dataclass, field
 import math
 from pathlib import Path
 
-from vtakit.compiler.quant.techniques.channel_fill import ChannelFill
+from vtakit.compiler.module.notes import ModelFactors, QuantNotes
 from vtakit.compiler.quant.recipe import recipe_lines
-from vtakit.compiler.quant.techniques.weight_rounding import WeightRounding
 from vtakit.compiler.quant.quantize import SAME_SCALE_OPS
 from vtakit.isa.config import HwConfig
 from vtakit.tables import TextTable, save_figure
@@ -210,37 +209,32 @@ QDQ_NOTE_LINES = 12
 """How many of a quantized model's scale notes a compile prints (a real network has one per tensor and weight)."""
 
 
-def calibration_lines(notes: dict) -> list[str]:
+def calibration_lines(notes: QuantNotes) -> list[str]:
     """What a compile's calibration did beyond the per-tensor method, as lines for a person: the
     exponent search, a quantized model's own scales (qdq.py), the layers kept in float automatically."""
     lines = recipe_lines(notes)
-    if "search" in notes:
-        s = notes["search"]
-        lines.append(f"exponent search: output error on the calibration samples {s['error_before']:.5f} -> "
-                     f"{s['error_after']:.5f}; {len(s['moved'])} of {s['groups']} exponent groups moved "
-                     f"({s['evaluations']} evaluations, {s['seconds']:.1f} s)")
-    if "range_scale" in notes:
-        r = notes["range_scale"]
-        if "model_factors" in r:  # a QDQ model's own scales met (range_scale.plan_model_factors)
-            lines.append(f"range scaling: {len(r['model_factors'])} of the model's activation tensors rescaled onto "
-                         "its own scales (factors in module.notes['calibration']['range_scale'])")
-        else:
-            lines.append(f"range scaling: {len(r['factors'])} of {r['groups']} activation groups rescaled "
-                         f"({r['fixed']} cannot be), mean fill of the int8 range {r['mean_fill_before']:.3f} -> "
-                         f"{r['mean_fill_after']:.3f}")
-    if "channel_fill" in notes:
-        lines.append(ChannelFill(**notes["channel_fill"]).summary())
-    if "gptq" in notes:
-        lines.append(WeightRounding(**notes["gptq"]).summary())
-    if "qdq" in notes:
-        q = notes["qdq"]
-        lines.append(f"model scales kept: {q['activations']} activation tensors, weights of {len(q['weights'])} nodes"
-                     f" ({'all powers of two' if q['exact'] else 'some moved to a power of two'})")
-        lines += [f"  {line}" for line in q["notes"][:QDQ_NOTE_LINES]]
-        if len(q["notes"]) > QDQ_NOTE_LINES:
-            lines.append(f"  ... {len(q['notes']) - QDQ_NOTE_LINES} more in module.notes['calibration']['qdq']['notes']")
-    if "keep_float_auto" in notes:
-        k = notes["keep_float_auto"]
-        lines.append(f"kept in float on the host: {', '.join(k['kept']) or 'none'}; mean output cosine on the "
-                     f"calibration samples {k['cosine_before']:.5f} -> {k['cosine_after']:.5f} ({k['seconds']:.1f} s)")
+    if (s := notes.search) is not None:
+        lines.append(f"exponent search: output error on the calibration samples {s.error_before:.5f} -> "
+                     f"{s.error_after:.5f}; {len(s.moved)} of {s.groups} exponent groups moved "
+                     f"({s.evaluations} evaluations, {s.seconds:.1f} s)")
+    if isinstance(r := notes.range_scale, ModelFactors):  # a QDQ model's own scales met (range_scale.plan_model_factors)
+        lines.append(f"range scaling: {len(r.model_factors)} of the model's activation tensors rescaled onto "
+                     "its own scales (factors in module.notes.calibration.range_scale)")
+    elif r is not None:
+        lines.append(f"range scaling: {len(r.factors)} of {r.groups} activation groups rescaled "
+                     f"({r.fixed} cannot be), mean fill of the int8 range {r.mean_fill_before:.3f} -> "
+                     f"{r.mean_fill_after:.3f}")
+    if notes.channel_fill is not None:
+        lines.append(notes.channel_fill.summary())
+    if notes.gptq is not None:
+        lines.append(notes.gptq.summary())
+    if (q := notes.qdq) is not None:
+        lines.append(f"model scales kept: {q.activations} activation tensors, weights of {len(q.weights)} nodes"
+                     f" ({'all powers of two' if q.exact else 'some moved to a power of two'})")
+        lines += [f"  {line}" for line in q.notes[:QDQ_NOTE_LINES]]
+        if len(q.notes) > QDQ_NOTE_LINES:
+            lines.append(f"  ... {len(q.notes) - QDQ_NOTE_LINES} more in module.notes.calibration.qdq.notes")
+    if (k := notes.keep_float_auto) is not None:
+        lines.append(f"kept in float on the host: {', '.join(k.kept) or 'none'}; mean output cosine on the "
+                     f"calibration samples {k.cosine_before:.5f} -> {k.cosine_after:.5f} ({k.seconds:.1f} s)")
     return lines

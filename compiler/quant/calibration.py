@@ -19,7 +19,7 @@ falls on a bin edge.
 
 DEFAULT_METHOD is "max", the method of the fallback recipe: compile_module's default is "auto", which tries
 max, percentile and mse on the network's outputs (recipe.py).  Alone, with bias correction on EfficientNet-Lite0 and the bundled photos
-(benchmarks/real_accuracy.py, figures in the README) it gave the best mean logits cosine
+(benchmarks/real_accuracy.py, figures in docs/results.md) it gave the best mean logits cosine
 (0.925; mse 0.915, percentile 0.922, kl 0.848) at the same top-1 agreement as mse and percentile.
 """
 
@@ -30,12 +30,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from vtakit.errors import CompileError
+from vtakit.compiler.options import CalibrationMethod
 from vtakit.compiler.quant.quantize import EXP_RANGE, Calibration, candidate_exponents, ideal_exponent
 
-METHODS = ("max", "percentile", "mse", "kl", "search")
-HISTOGRAM_METHODS = ("percentile", "kl")  # the methods that read `MethodCalibration.hist`
-DEFAULT_METHOD = "max"
+HISTOGRAM_METHODS = (CalibrationMethod.PERCENTILE, CalibrationMethod.KL)  # the methods that read `MethodCalibration.hist`
+DEFAULT_METHOD = CalibrationMethod.MAX
 PERCENTILE_CLIPPED = 1e-4
 KL_CLIPPED = 0.01
 """The most of a tensor's nonzero values a "kl" candidate may clip.  KL divergence folds the clipped values
@@ -46,18 +45,12 @@ HIST_BINS = 8192  # bins of |value| over [0, 128 * 2**-a): width 2**-(a + 6)
 _FINE = 6
 
 
-def check_method(method: str) -> str:
-    if method not in METHODS:
-        raise CompileError(f"unknown calibration method {method!r}; use one of {', '.join(METHODS)}")
-    return method
-
-
 @dataclass
 class Histogram:
     """Counts of |value| in bins of width 2**-(anchor + 6) from 0 to 128 * 2**-anchor.
 
     Only the occupied bins are held (`keys`, sorted, and their `tallies`): a small tensor's histogram costs
-    bytes, not the 64 KB of all HIST_BINS (a 200,000-node graph held 13 GB of them, issue 37).  `counts`
+    bytes, not the 64 KB of all HIST_BINS (a 200,000-node graph held 13 GB of them).  `counts`
     gives the dense array where it is needed."""
 
     anchor: int
@@ -144,17 +137,17 @@ class Histogram:
 
 @dataclass
 class MethodCalibration(Calibration):
-    """Calibration whose exponents come from one of METHODS; also keeps each tensor's histogram
-    ("percentile", "kl")."""
+    """Calibration whose exponents come from one of the methods (compiler.options.CalibrationMethod, not
+    "auto"); also keeps each tensor's histogram ("percentile", "kl")."""
 
-    method: str = DEFAULT_METHOD
+    method: CalibrationMethod = DEFAULT_METHOD
     hist: dict[str, Histogram] = field(default_factory=dict)
     offsets: dict[str, int] = field(default_factory=dict)  # tensor -> added to its exponent (exponent_search)
 
     def observe(self, name: str, value: np.ndarray) -> None:
         """Keep what `method` reads: every method the largest |value|; "mse" the squared error of each
         candidate (quantize.Calibration); "percentile" and "kl" the histogram.  The rest would cost time and
-        memory on every tensor for nothing (issue 37: a 200,000-node chain)."""
+        memory on every tensor for nothing, which adds up on a graph of 200,000 nodes."""
         if self.method == "mse":
             super().observe(name, value)
         else:
@@ -194,8 +187,10 @@ class MethodCalibration(Calibration):
         return min(ok, key=lambda e: (h.kl_divergence(e), e))
 
 
-def calibrate(graph, samples: list[dict[str, np.ndarray]], method: str = DEFAULT_METHOD) -> MethodCalibration:
-    """Run the float graph over the samples, observing every float tensor, for `method`."""
+def calibrate(graph, samples: list[dict[str, np.ndarray]],
+              method: CalibrationMethod | str = DEFAULT_METHOD) -> MethodCalibration:
+    """Run the float graph over the samples, observing every float tensor, for `method` (one CompileError
+    for a value that is not a method: "auto" is the recipe search's, compile_module's)."""
     from vtakit.compiler.quant.quantize import calibrate as run
 
-    return run(graph, samples, MethodCalibration(method=check_method(method)))
+    return run(graph, samples, MethodCalibration(method=CalibrationMethod.parse(method, concrete=True)))

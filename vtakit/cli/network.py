@@ -15,7 +15,9 @@ import numpy as np
 
 from vtakit.cli._common import CONFIG_HELP, DeprecatedAlias, console, progress_console
 from vtakit.devices import device_names
-from vtakit.compiler.quant.recipe import AUTO, recipe_table
+from vtakit.compiler.options import CHOICES, CalibrationMethod, CompileOptions, QuantOptions
+from vtakit.compiler.quant.recipe import recipe_table
+from vtakit.compiler.module.notes import QuantNotes
 from vtakit.compiler.module.report import calibration_lines
 from vtakit.compiler.module.runner import NonFiniteInputWarning
 from vtakit.errors import VtaError, one_line
@@ -78,35 +80,33 @@ def cmd_compile(args) -> int:
 
     cal = _calibration(args.calibrate)
     t0 = time.perf_counter()
-    kwargs = _int8_kwargs(args)
-    searching = _searches(kwargs, cal is not None)
+    options = CompileOptions(target=args.target, host=args.host, quant=_quant_options(args),
+                             input_shapes=_input_shapes(args.input_shape),
+                             partition=dict(first_conv=args.first_conv, classifier=args.classifier))
+    searching = _searches(options.quant, cal is not None)
     status = nullcontext() if searching else console.status(
         f"compiling {args.model} for {args.config or DEFAULT_PRESET} ({args.target})")
     with _limits(args), tuning_context(args.tuning_log) as table, status, _search_progress(searching) as progress:
-        module = compile_module(args.model, args.config, target=args.target, calibrate=cal,
-                                input_shapes=_input_shapes(args.input_shape),
-                                partition_options=dict(first_conv=args.first_conv, classifier=args.classifier),
-                                seed=args.seed, host=args.host, progress=progress,
-                                **kwargs | ({"requant": args.requant} if args.requant else {}))
+        module = compile_module(args.model, args.config, options, calibrate=cal, progress=progress)
     out = module.save(args.output)
     notes = module.notes
     if table is not None:
         console.print(f"{len(table.used)} convolution workloads use tuned schedules from {args.tuning_log} "
                       f"({len(table)} in the log for any configuration)")
-    console.print(f"compiled {args.model}: {notes['source_nodes']} ONNX nodes -> {len(module.graph.nodes)} "
+    console.print(f"compiled {args.model}: {notes.source_nodes} ONNX nodes -> {len(module.graph.nodes)} "
                   f"({len(module.vta_tasks())} accelerator tasks) in {time.perf_counter() - t0:.1f} s -> {out}")
-    if notes.get("defaulted_dims"):
-        console.print(f"symbolic input dimensions set to 1: {', '.join(notes['defaulted_dims'])} "
+    if notes.defaulted_dims:
+        console.print(f"symbolic input dimensions set to 1: {', '.join(notes.defaulted_dims)} "
                       f"(use --input-shape NAME=D0,D1,...)")
-    cal_notes = notes.get("calibration")
-    if cal_notes and cal_notes["synthetic"]:
-        console.print(f"[yellow]calibrated on {cal_notes['samples']} seeded random inputs[/] (no --calibrate "
+    cal_notes = notes.calibration
+    if cal_notes is not None and cal_notes.synthetic:
+        console.print(f"[yellow]calibrated on {cal_notes.samples} seeded random inputs[/] (no --calibrate "
                       f"given); accuracy on real data needs real samples")
-    if cal_notes:
+    if cal_notes is not None:
         _print_search_notes(cal_notes)
-    for node, why in notes.get("host_reasons", {}).items():
+    for node, why in notes.host_reasons.items():
         console.print(f"  on the host: {node} ({why})")
-    gpu = notes.get("gpu")
+    gpu = notes.gpu
     if gpu:
         launches = sum(len(k) for k in gpu["kernels"].values())
         console.print(f"GPU: {launches} kernel launches for {len(gpu['kernels'])} nodes, {gpu['ptx_kernels']} distinct "
@@ -186,25 +186,32 @@ def _save_outputs(path: str, outputs: dict[str, np.ndarray]) -> None:
         raise VtaError(f"cannot write the outputs to {path}: {e.strerror or e}") from None
 
 
+def _choice(option: str) -> dict:
+    """argparse's `choices` for a compile option: its enum's spellings (compiler/options.py)."""
+    return dict(choices=CHOICES[option].values())
+
+
 def _int8_options(p) -> None:
-    """The quantization options `compile` and `report --accuracy` share (defaults: compile_module's;
-    the names are checked there, so the parser imports no compiler)."""
-    p.add_argument("--calibration", help="how activation exponents are chosen: max, percentile, mse, kl or search "
-                                         "(max, then moved by the error at the outputs; compiler.quant.calibration), "
-                                         "or auto (default): max, percentile or mse, whichever the network's outputs "
-                                         "on the calibration samples favour (compiler.quant.recipe)")
-    p.add_argument("--equalize", help="cross-layer equalization: off, exact (through ReLU only) or clip-as-relu "
-                                      "(ReLU6 becomes ReLU where equalized: changes the float model); default off")
+    """The quantization options `compile` and `report --accuracy` share: QuantOptions' fields (an option not
+    given keeps its default there)."""
+    p.add_argument("--calibration", **_choice("calibration"),
+                   help="how activation exponents are chosen: max, percentile, mse, kl or search "
+                        "(max, then moved by the error at the outputs; compiler.quant.calibration), "
+                        "or auto (default): max, percentile or mse, whichever the network's outputs "
+                        "on the calibration samples favour (compiler.quant.recipe)")
+    p.add_argument("--equalize", **_choice("equalize"),
+                   help="cross-layer equalization: off, exact (through ReLU only) or clip-as-relu "
+                        "(ReLU6 becomes ReLU where equalized: changes the float model); default off")
     p.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=None,
                    help="correct each bias for the mean shift its weight quantization causes (default on)")
-    p.add_argument("--range-scale", choices=["on", "off"],
+    p.add_argument("--range-scale", **_choice("range_scale"),
                    help="rescale activation groups (weights compensate) so each fills the int8 range at its "
                         "power-of-two exponent: in effect float activation scales (default on)")
-    p.add_argument("--wide-residual", choices=["auto", "on", "off"],
+    p.add_argument("--wide-residual", **_choice("wide_residual"),
                    help="a conv whose only reader is a residual add keeps up to 6 extra bits into the add instead "
                         "of requantizing to int8 first (configs without LOAD.ACC8); default auto: on where the "
                         "network's outputs on the calibration samples favour it")
-    p.add_argument("--weight-rounding", choices=["auto", "gptq", "nearest"],
+    p.add_argument("--weight-rounding", **_choice("weight_rounding"),
                    help="int8 weights rounded for each layer's output on the calibration samples (gptq) or each "
                         "to nearest; the weight exponents and programs are the same. Default auto: gptq where the "
                         "network's outputs on the calibration samples favour it (it wins on EfficientNet-Lite0 and "
@@ -230,25 +237,25 @@ def _limits(args):
 
 
 def _requant_option(p) -> None:
-    p.add_argument("--requant", choices=["auto", "pow2", "multiplier"],
+    p.add_argument("--requant", **_choice("requant"),
                    help="conv/dense requantization: power-of-two shifts, or per-channel fixed-point multipliers "
                         "(configs with ALU MUL); default auto: multipliers where the config has MUL")
 
 
-def _int8_kwargs(args) -> dict:
-    """The options the user gave, for compile_module / float_and_int8 (the rest keep their defaults)."""
+def _quant_options(args) -> QuantOptions:
+    """The quantization options the user gave (the rest keep QuantOptions' defaults)."""
     given = dict(calibration=args.calibration, equalize=args.equalize, bias_correction=args.bias_correction,
-                 keep_float_until=args.keep_float_until, range_scale=args.range_scale,
+                 keep_float_until=args.keep_float_until, range_scale=args.range_scale, requant=args.requant,
                  wide_residual=args.wide_residual, weight_rounding=args.weight_rounding)
-    return {k: v for k, v in given.items() if v is not None} | dict(keep_float=_keep_float(args.keep_float))
+    return QuantOptions(**{k: v for k, v in given.items() if v is not None}, keep_float=_keep_float(args.keep_float),
+                        seed=args.seed)
 
 
-def _searches(kwargs: dict, calibrated: bool) -> bool:
+def _searches(options: QuantOptions, calibrated: bool) -> bool:
     """Whether the options ask for a search judged at the outputs (slow: a progress bar): the exponent
     search, keep-float-until, or, on real calibration samples, the recipe's auto knobs (recipe.py)."""
-    auto = any(kwargs.get(k, AUTO) == AUTO for k in ("calibration", "wide_residual", "weight_rounding"))
-    return kwargs.get("calibration") == "search" or kwargs.get("keep_float_until") is not None \
-        or (calibrated and auto)
+    return options.calibration is CalibrationMethod.SEARCH or options.keep_float_until is not None \
+        or (calibrated and bool(options.auto_knobs()))
 
 
 @contextmanager
@@ -271,7 +278,7 @@ def _search_progress(enabled: bool):
         yield update
 
 
-def _print_search_notes(notes: dict) -> None:
+def _print_search_notes(notes: QuantNotes) -> None:
     """What calibration "search", a QDQ model's scales and --keep-float-until did."""
     for line in calibration_lines(notes):
         console.print(line)
@@ -284,8 +291,7 @@ def _keep_float(spec: str) -> tuple[str, ...]:
 def cmd_accuracy(args) -> int:
     """`report MODEL --accuracy`: the float and int8 graphs side by side, per layer."""
     from vtakit.compiler.quant.accuracy import accuracy_report
-    from vtakit.compiler.pipeline import REQUANT, first_sample_shapes, optimize
-    from vtakit.compiler.quant.techniques.fixed_point import check_requant
+    from vtakit.compiler.pipeline import first_sample_shapes, optimize
     from vtakit.compiler.quant.recipe import float_and_int8_auto
     from vtakit.isa.config import HwConfig
     from vtakit.compiler.frontend.onnx_import import import_onnx
@@ -302,20 +308,18 @@ def cmd_accuracy(args) -> int:
         if len(graph.inputs) != 1:
             raise VtaError(f"--input .npy feeds one input; the model has {len(graph.inputs)}: use an .npz")
         data = {graph.inputs[0]: data}
-    kwargs = _int8_kwargs(args)
+    options = _quant_options(args)
     cfg = HwConfig.load(args.config or DEFAULT_PRESET)
-    requant = check_requant(args.requant or REQUANT, cfg.alu_mul, cfg.label)  # as compile_module resolves it
-    with _search_progress(_searches(kwargs, cal is not None)) as progress:
-        fg, qg, notes = float_and_int8_auto(graph, cfg, cal, seed=args.seed, progress=progress, requant=requant,
-                                            **kwargs)
-    if notes["synthetic"]:
+    with _search_progress(_searches(options, cal is not None)) as progress:
+        fg, qg, notes = float_and_int8_auto(graph, cfg, cal, options, progress=progress)
+    if notes.synthetic:
         console.print("[yellow]calibrated on seeded random inputs[/] (no --calibrate given)")
     rep = accuracy_report(fg, qg, data)
     console.print(rep.table())
     for line in rep.summary_lines():
         console.print(line)
-    console.print(f"calibration {notes['method']} on {notes['samples']} samples; equalize {notes['equalize']}, "
-                  f"bias correction {notes['bias_correction']}; requantization {requant} ({cfg.label})")
+    console.print(f"calibration {notes.method} on {notes.samples} samples; equalize {notes.equalize}, "
+                  f"bias correction {notes.bias_correction}; requantization {notes.requant} ({cfg.label})")
     _print_search_notes(notes)
     if (table := recipe_table(notes)) is not None:
         console.print(table)
@@ -374,9 +378,9 @@ def register(sub) -> None:
     c = sub.add_parser("compile", help="compile an ONNX model into a .vtamod module")
     c.add_argument("model", help="ONNX file")
     c.add_argument("--config", help=CONFIG_HELP)
-    c.add_argument("--target", default="vta", choices=["vta", "cpu", "cuda"],
+    c.add_argument("--target", default="vta", **_choice("target"),
                    help="cpu / cuda: the whole float graph on the host CPU / on the GPU")
-    c.add_argument("--host", default="cpu", choices=["cpu", "cuda"],
+    c.add_argument("--host", default="cpu", **_choice("host"),
                    help="where the host tasks of an accelerator module run (cuda: the GPU)")
     c.add_argument("--calibrate", help=".npy of N stacked samples, or .npz of them by input name")
     c.add_argument("--input-shape", action="append", help="NAME=D0,D1,... for symbolic dimensions")

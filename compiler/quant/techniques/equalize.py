@@ -24,19 +24,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from vtakit.errors import CompileError
 from vtakit.compiler.ops.execute import run_graph
 from vtakit.compiler.ir import Graph, Node
 
-MODES = ("off", "exact", "clip-as-relu")  # exact: only through identity/ReLU; clip-as-relu: ReLU6 becomes ReLU
 EQUALIZE_ROUNDS = 100  # chains (conv -> depthwise -> conv) converge geometrically
 CONVERGED = 1e-7  # stop once no scale differs from 1 by more
-
-
-def check_mode(mode: str) -> str:
-    if mode not in MODES:
-        raise CompileError(f"unknown equalize mode {mode!r}; use one of {', '.join(MODES)}")
-    return mode
 
 
 def has_const_weights(g: Graph, n: Node) -> bool:
@@ -123,7 +115,7 @@ def equalize(graph: Graph, clip_as_relu: bool = False, rounds: int = EQUALIZE_RO
 def input_means(graph: Graph, samples: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     """Per-channel mean of each conv/dense node's data input over the samples (axis 1 is channels)."""
     want = {n.inputs[0] for n in graph.nodes if has_const_weights(graph, n)}
-    if not want:  # no conv/dense: nothing to measure, no run of the graph (issue 37: a huge elementwise chain)
+    if not want:  # no conv/dense: nothing to measure, no run of the graph (a huge elementwise chain compiles fast)
         return {}
     sums: dict[str, np.ndarray] = {}
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vtakit.errors import CompileError
+from vtakit.compiler.options import RequantMode
 from vtakit.compiler.quant.techniques.channel_scales import BIAS_LIMIT, CHANNEL_SPREAD, channel_attr
 
 MULT_BITS = 12
@@ -47,20 +48,18 @@ HEADROOM = 8
 with a multiplier they cost nothing, so `quantize` need not coarsen an output exponent for its weights,
 as power-of-two shifts (>= 0) must; M[c] then has up to HEADROOM bits more than its width, still inside int32
 with the pre-shift `fixed_point` finds."""
-REQUANT_MODES = ("auto", "pow2", "multiplier")
-"""auto: multipliers where the configuration has ALU MUL, else power-of-two shifts."""
 INT32_MAX = 2 ** 31 - 1
 
 
-def check_requant(mode: str, alu_mul: bool, label: str) -> str:
-    """The requantization scheme `mode` resolves to on a configuration (one clear error where it cannot)."""
-    if mode not in REQUANT_MODES:
-        raise CompileError(f"unknown requant mode {mode!r}; use one of {', '.join(REQUANT_MODES)}")
-    if mode == "multiplier" and not alu_mul:
+def check_requant(mode: RequantMode | str, alu_mul: bool, label: str) -> RequantMode:
+    """The requantization scheme `mode` resolves to on a configuration: "auto" is multipliers where it has
+    ALU MUL, else power-of-two shifts (one clear error where it cannot)."""
+    mode = RequantMode.parse(mode)
+    if mode is RequantMode.MULTIPLIER and not alu_mul:
         raise CompileError(f"requant 'multiplier' needs the ALU MUL extension: config {label} has none "
                            f"(alu_mul is false); use requant 'pow2' or a configuration such as pynq_mul")
-    if mode == "auto":
-        return "multiplier" if alu_mul else "pow2"
+    if mode is RequantMode.AUTO:
+        return RequantMode.MULTIPLIER if alu_mul else RequantMode.POW2
     return mode
 
 

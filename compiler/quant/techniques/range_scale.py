@@ -2,7 +2,7 @@
 
 int8 activations have power-of-two scales (requantization is a shift; `quantize`), so a tensor whose
 largest |value| maps to 70 of the 127 int8 levels wastes most of a bit, and over a deep network those
-losses compound (issue 16: on EfficientNet-Lite0 float per-tensor scales would lift the logits cosine
+losses compound (on EfficientNet-Lite0 float per-tensor scales would lift the logits cosine
 from 0.980 to 0.995).  Rescaling keeps the power-of-two machinery and moves the tensor instead: where a
 tensor t is written only by convs/dense (or by scale-commuting ops from such tensors) and read only as
 the data input of convs/dense, multiplying the producers' weights, bias and activation bounds by
@@ -36,7 +36,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from vtakit.errors import CompileError
 from vtakit.compiler.quant.techniques.equalize import has_const_weights
 from vtakit.compiler.ops.execute import run_graph
 from vtakit.compiler.ir import Graph, Node
@@ -44,8 +43,6 @@ from vtakit.compiler.quant.quantize import SAME_SCALE_OPS, _Groups, exponent_gro
 
 LINEAR_OPS = frozenset(SAME_SCALE_OPS) | {"Add", "AveragePool", "GlobalAveragePool"}
 """Ops whose output carries its inputs' factor: every input and the output in one factor group."""
-MODES = ("on", "off")
-"""compile_module(range_scale=...): "on" is the default (build.RANGE_SCALE)."""
 MARGIN = 1 - 2 ** -10
 """A factor stops this far below the int8 range's edge: calibration's float rounding must not tip a tensor
 into the next coarser exponent (a whole bit lost)."""
@@ -55,13 +52,6 @@ correction was made again for the scaled weights (power-of-two weights are re-ro
 SETTLE_MARGIN = 1 - 2 ** -6
 """A factor shrunk for an overshoot stops this far below the range: re-rounding power-of-two weights moves the
 correction by a few tenths of a percent each time."""
-
-
-def check_mode(mode: str) -> bool:
-    """Whether range scaling applies under `mode` (one clear error for an unknown one)."""
-    if mode not in MODES:
-        raise CompileError(f"unknown range_scale mode {mode!r}; use one of {', '.join(MODES)}")
-    return mode == "on"
 
 
 @dataclass(frozen=True)
@@ -280,7 +270,7 @@ def scale_and_correct(uncorrected: Graph, corrected: Graph, samples: list[dict[s
     scaled; with power-of-two weights it differs a little and may push a tensor past the range its factor
     aimed at (a whole bit lost): such groups' factors shrink by the overshoot, up to SETTLE_ROUNDS times.
     `one_shift`: as `plan_factors`."""
-    # No int8 tensor (an all-float graph): the plan reads no amax, so the graph need not run (issue 37)
+    # No int8 tensor (an all-float graph): the plan reads no amax, so the graph need not run (a huge all-float chain compiles fast)
     _, _, int8_tensors, wide = _int8_tensors(corrected)
     amax = observe_amax(corrected, samples) if int8_tensors - wide else {}
     factors, summary = plan_factors(corrected, amax, one_shift)

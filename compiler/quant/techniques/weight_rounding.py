@@ -20,11 +20,13 @@ GPTQ trusts the calibration samples, so each output channel is checked on sample
 on (`round_layer`): rounded on one half of the samples, measured on the other, both ways. It keeps
 GPTQ only where that beats rounding to nearest.
 
-It is not the default (compile_module(weight_rounding="gptq"), `--weight-rounding gptq`). On
+It is never applied blindly: `weight_rounding="gptq"` (`--weight-rounding gptq`) asks for it, and the
+default "auto" takes it only where the network's outputs on the calibration samples favour it
+(recipe.py). On
 EfficientNet-Lite0 it lifts the logits cosine on photos from 0.990 to 0.994. RapidOCR's direction
 classifier loses (0.969 -> 0.940), even when calibrated on strips of the very scan it is tested on. The
 loss sits in the layers that read pooled values and stay nearest, and the held-out check does not see
-it. Figures: README, issue 16.
+it. Figures: docs/quantization.md and docs/results.md.
 
 Where the model is rounded to nearest anyway:
 - a layer for which the samples give fewer than MIN_ROWS_PER_INPUT rows of X per input column (a
@@ -45,11 +47,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from vtakit.compiler.quant.techniques.equalize import has_const_weights
 from vtakit.compiler.ops.execute import run_graph
 from vtakit.compiler.ir import Graph, Node
-from vtakit.errors import CompileError
 
-MODES = ("gptq", "nearest")
-"""compile_module(weight_rounding=...): the default "auto" (recipe.py) takes "gptq" only where the network's
-outputs on the calibration samples favour it; "nearest" is the fallback (build.WEIGHT_ROUNDING; README, issue 16)."""
 MIN_ROWS_PER_INPUT = 8
 """A layer is rounded by GPTQ only where the samples give at least this many rows of input patches per
 input column. RapidOCR's direction classifier has squeeze-and-excitation convs that see 8 rows for 32-200
@@ -64,13 +62,6 @@ ROUNDED_KEY = "rounded"
 """`quantize`'s weight cache holds (ROUNDED_KEY, node name) -> (exponents, int8 weights)."""
 ROWS_CHUNK = 8192
 """Patch rows turned into H at a time (bounds the float64 copy of a large feature map)."""
-
-
-def check_mode(mode: str) -> bool:
-    """Whether GPTQ is asked for (one clear error for an unknown mode)."""
-    if mode not in MODES:
-        raise CompileError(f"unknown weight rounding {mode!r}; use one of {', '.join(MODES)}")
-    return mode == "gptq"
 
 
 @dataclass

@@ -33,15 +33,8 @@ import numpy as np
 from vtakit.compiler.quant.techniques.channel_scales import channel_attr, on_host
 from vtakit.compiler.ir import Graph, Node
 from vtakit.compiler.backends.vta.te import IDENTITY_BITS, move_reason
-from vtakit.errors import CompileError
+from vtakit.compiler.options import WideResidualMode
 from vtakit.isa.config import HwConfig
-
-MODES = ("on", "off")
-"""compile_module(wide_residual=...), whose default "auto" (recipe.py) takes "on" only where the network's
-outputs on the calibration samples favour it; "off" is the fallback.  Measured on the real networks the wide
-pair is no clear win by itself (README, issue 16): its sum rounds to nearest, which removes the
-half-step downward bias of the int8 pair's QAdd, and on Open-NSFW that bias had offset the upward one
-that rounded activations gain through each ReLU, so its log-odds drift."""
 
 WIDE_NOTE = "wide_residual"
 """The graph note: the most extra bits a conv feeding a residual add may keep (0 or absent: none)."""
@@ -57,17 +50,11 @@ def wide_bits(cfg: HwConfig) -> int:
     return min(WIDE_BITS, IDENTITY_BITS) if not cfg.acc8_load and move_reason(cfg) is None else 0
 
 
-def check_mode(mode: str) -> bool:
-    """Whether wide residual pairs are asked for under `mode` (one clear error for an unknown one)."""
-    if mode not in MODES:
-        raise CompileError(f"unknown wide_residual mode {mode!r}; use one of {', '.join(MODES)}")
-    return mode == "on"
-
-
-def mark(g: Graph, cfg: HwConfig, mode: str) -> None:
+def mark(g: Graph, cfg: HwConfig, mode: WideResidualMode | str) -> None:
     """Note on the float graph how many extra bits a conv feeding a residual add may keep for `cfg`
-    (0 with mode "off"); quantize reads it."""
-    g.notes[WIDE_NOTE] = wide_bits(cfg) if check_mode(mode) else 0
+    (0 with mode "off"); quantize reads it.  "auto" is the recipe search's to resolve first (recipe.py)."""
+    on = WideResidualMode.parse(mode, concrete=True) is WideResidualMode.ON
+    g.notes[WIDE_NOTE] = wide_bits(cfg) if on else 0
 
 
 def wide_pairs(g: Graph, int8: frozenset[str], keeps_int32: frozenset[str]) -> dict[str, str]:

@@ -35,7 +35,7 @@ def int8_module():
 
 
 def test_cuda_target_records_every_nodes_kernels(float_module, tmp_path):
-    gpu = float_module.notes["gpu"]
+    gpu = float_module.notes.gpu
     assert float_module.target == "cuda" and float_module.host == "cuda" and gpu["arch"] == "sm_80"
     assert set(gpu["kernels"]) == {n.name for n in float_module.graph.nodes}
     kinds = {n.op: [k["kernel"] for k in gpu["kernels"][n.name]] for n in float_module.graph.nodes}
@@ -44,7 +44,7 @@ def test_cuda_target_records_every_nodes_kernels(float_module, tmp_path):
     conv = gpu["kernels"]["conv1"][0]
     assert conv["block"] == [16, 16, 1] and conv["shared_bytes"] > 0 and len(conv["ptx_sha256"]) == 64
     loaded = CompiledModule.load(float_module.save(tmp_path / "m.vtamod"))
-    assert loaded.target == "cuda" and loaded.host == "cuda" and loaded.notes["gpu"] == json.loads(
+    assert loaded.target == "cuda" and loaded.host == "cuda" and loaded.notes.gpu == json.loads(
         json.dumps(gpu))
 
 
@@ -57,7 +57,7 @@ def test_cuda_target_on_the_emulated_gpu_matches_the_cpu_backend(float_module):
 
 
 def test_host_cuda_records_only_the_host_tasks(int8_module):
-    gpu = int8_module.notes["gpu"]
+    gpu = int8_module.notes.gpu
     host_tasks = [t for t in int8_module.tasks if isinstance(t, str)]
     assert int8_module.host == "cuda" and set(gpu["kernels"]) == set(host_tasks)
     assert len(int8_module.vta_tasks()) > 0
@@ -139,7 +139,7 @@ def test_generic_ops_compile_for_cuda_and_run_on_the_emulated_gpu(emulator):
     graph = helper.make_graph(nodes, "generic", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], inits + stats)
     module = vtakit.compile(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), target="cuda")
-    launches = {n.op: len(module.notes["gpu"]["kernels"][n.name]) for n in module.graph.nodes}
+    launches = {n.op: len(module.notes.gpu["kernels"][n.name]) for n in module.graph.nodes}
     assert launches["LRN"] == launches["Hardmax"] == launches["ReduceMean"] == 0
     assert launches["Conv"] > 0 and launches["BatchNormalization"] > 0
     x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)

@@ -57,7 +57,7 @@ def test_layer_figures_match_a_direct_comparison(tmp_path):
     model, x = _digits(tmp_path)
     g = optimize(import_onnx(str(model), bind={"": (1, 1, 8, 8)}))
     fg, qg, notes = float_and_int8(g, list(x[:16]), calibration="percentile")
-    assert notes["method"] == "percentile" and not notes["synthetic"]
+    assert notes.method == "percentile" and not notes.synthetic
     rep = accuracy_report(fg, qg, {"data": x[100]})
     by_node = {r.node: r for r in rep.layers}
     assert {"conv1", "conv2", "conv3", "fc"} <= set(by_node)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vtakit.compiler.quant.calibration import KL_CLIPPED, METHODS, PERCENTILE_CLIPPED, Histogram, MethodCalibration, calibrate, check_method
+from vtakit.compiler.options import CalibrationMethod
+from vtakit.compiler.quant.calibration import KL_CLIPPED, PERCENTILE_CLIPPED, Histogram, MethodCalibration, calibrate
 from vtakit.compiler.quant.quantize import Calibration, ideal_exponent
 from vtakit.errors import CompileError
 
@@ -102,7 +103,7 @@ def test_methods_over_several_samples_and_a_graph():
                                                  "y": TensorInfo((1, 4, 8, 8), "float32")}, ["x"], ["y"])
     rng = np.random.default_rng(3)
     samples = [{"x": rng.standard_normal((1, 4, 8, 8)).astype(np.float32)} for _ in range(3)]
-    for method in METHODS:
+    for method in CalibrationMethod.values(concrete=True):
         cal = calibrate(g, samples, method)
         assert cal.samples == 3 and cal.method == method
         assert cal.amax["y"] == max(float(np.max(s["x"])) for s in samples)
@@ -110,5 +111,7 @@ def test_methods_over_several_samples_and_a_graph():
 
 
 def test_unknown_method_is_one_clear_error():
-    with pytest.raises(CompileError, match="unknown calibration method 'entropy'"):
-        check_method("entropy")
+    with pytest.raises(CompileError, match="unknown calibration 'entropy'; use one of max, percentile, mse, kl, search"):
+        calibrate(None, [], "entropy")
+    with pytest.raises(CompileError, match="calibration 'auto' is not a choice here"):  # the recipe search's
+        calibrate(None, [], "auto")

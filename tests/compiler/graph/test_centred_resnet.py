@@ -28,7 +28,7 @@ def test_centred_resnet18_reaches_the_issue_cosine_with_the_defaults():
     cal = [rng.standard_normal(shape).astype(np.float32) for _ in range(4)]
     xs = [rng.standard_normal(shape).astype(np.float32) for _ in range(8)]
     module = compile_module(model, "pynq", calibrate=cal)
-    assert module.notes["calibration"]["recipe"]["chosen"]["wide_residual"] == "on"
+    assert module.notes.calibration.recipe.chosen["wide_residual"] == "on"
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     name, out = model.graph.input[0].name, model.graph.output[0].name
     got = [module.run(x, device="cpu")[out] for x in xs]

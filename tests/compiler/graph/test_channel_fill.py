@@ -87,12 +87,12 @@ def test_filling_lowers_the_int8_error_and_the_simulator_agrees(config, dense, m
         return float(sum(np.sum((a - b) ** 2) for a, b in zip(got, want)) / sum(np.sum(b ** 2) for b in want))
 
     filled = compile_module(model, config, calibrate=cal)
-    assert "channel_fill" in filled.notes["calibration"]
+    assert filled.notes.calibration.channel_fill is not None
     x = tests[0]
     assert np.array_equal(filled.run(x, device="cpu")["y"], filled.run(x, device="fsim")["y"])
     monkeypatch.setattr(pipeline, "plan_channel_fill", lambda g, samples: ChannelFill())
     plain = compile_module(model, config, calibrate=cal)
-    assert "channel_fill" not in plain.notes["calibration"]
+    assert plain.notes.calibration.channel_fill is None
     # the small channels had 7 bits fewer than the largest; filled, they lose at most HEADROOM_BITS
     # (depthwise: relative squared error 0.21 -> 4e-4; a dense conv balances them with its weights)
     assert rel_error(filled) < rel_error(plain) / 4

@@ -56,7 +56,7 @@ def test_a_graph_without_int8_layers_runs_only_for_calibration(graph_runs):
     such a graph: only calibration runs it, once per sample (it ran 5 times per sample before)."""
     module = compile_module(elementwise_chain(30), "pynq")
     assert len(graph_runs) == pipeline.SYNTHETIC_SAMPLES
-    assert module.notes["calibration"]["range_scale"]["groups"] == 0
+    assert module.notes.calibration.range_scale.groups == 0
 
 
 def test_range_scaling_without_factors_skips_the_settling_run(graph_runs):
@@ -68,7 +68,7 @@ def test_range_scaling_without_factors_skips_the_settling_run(graph_runs):
     graph = helper.make_graph([conv], "one_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 4, 4])], [w])
     module = compile_module(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "pynq")
-    assert module.notes["calibration"]["range_scale"]["factors"] == {}
+    assert module.notes.calibration.range_scale.factors == {}
     per_sample = len(graph_runs) / pipeline.SYNTHETIC_SAMPLES
     assert per_sample == 4  # bias correction twice, range scaling's one measure, calibration (5 before)
 

@@ -38,11 +38,11 @@ def test_search_lowers_the_output_error_below_max_calibration(small):
     _, q_max, _ = float_and_int8(g, samples, calibration="max")
     _, q_search, notes = float_and_int8(g, samples, calibration="search")
     before, after = _error(g, q_max, samples), _error(g, q_search, samples)
-    s = notes["search"]
-    assert s["error_before"] == pytest.approx(before) and s["error_after"] == pytest.approx(after)
+    s = notes.search
+    assert s.error_before == pytest.approx(before) and s.error_after == pytest.approx(after)
     assert after < 0.8 * before  # this model: 0.0040 -> 0.0028 since its input is range-scaled (max gained most)
-    assert s["moved"] and all(1 <= abs(v) <= 3 for v in s["moved"].values())
-    assert s["evaluations"] >= s["groups"]
+    assert s.moved and all(1 <= abs(v) <= 3 for v in s.moved.values())
+    assert s.evaluations >= s.groups
 
 
 def test_search_never_worsens_the_output_error():
@@ -55,7 +55,7 @@ def test_search_never_worsens_the_output_error():
     _, q_max, _ = float_and_int8(g, samples, calibration="max")
     _, q_search, notes = float_and_int8(g, samples, calibration="search")
     assert _error(g, q_search, samples) <= _error(g, q_max, samples)
-    assert notes["search"]["error_after"] <= notes["search"]["error_before"]
+    assert notes.search.error_after <= notes.search.error_before
 
 
 def test_cached_partial_runs_give_the_values_of_a_full_run(small):
@@ -82,7 +82,7 @@ def test_search_module_is_bit_identical_on_cpu_and_the_cycle_model(small):
     model, g, samples = small
     module = compile_module(model, "pynq", calibrate=[s[g.inputs[0]] for s in samples], calibration="search",
                             keep_float_until=0.99999)
-    assert module.notes["calibration"]["search"]["moved"]
+    assert module.notes.calibration.search.moved
     x = np.random.default_rng(7).standard_normal(g.tensors[g.inputs[0]].shape).astype(np.float32)
     cpu, sim = module.run(x, device="cpu"), module.run(x, device="sim")
     for name in cpu:
@@ -101,16 +101,16 @@ def test_keep_float_until_keeps_the_layers_that_help_most(small):
     hard = keep_float_until(fg, cal, samples, want, 1.0, max_nodes=2, uncorrected=g)
     assert len(hard.kept) == 2 and hard.cosine_after > hard.cosine_before
     _, q, notes = float_and_int8(g, samples, calibration="max", keep_float_until=1.0, range_scale="off")
-    kept = notes["keep_float_auto"]["kept"]
+    kept = notes.keep_float_auto.kept
     assert kept[:2] == hard.kept
     for name in kept:
         assert not q.node(name).op.startswith("Q")  # on the host in float
     got = [run_graph(q, dict(s)) for s in samples]
-    assert output_cosine(want, got) == pytest.approx(notes["keep_float_auto"]["cosine_after"])
+    assert output_cosine(want, got) == pytest.approx(notes.keep_float_auto.cosine_after)
 
 
 @pytest.mark.parametrize("options, message", [
-    (dict(calibration="searching"), "unknown calibration method 'searching'; use auto or one of max, percentile, mse, kl, "
+    (dict(calibration="searching"), "unknown calibration 'searching'; use one of auto, max, percentile, mse, kl, "
                                     "search"),
     (dict(keep_float_until=1.5), "keep_float_until must be a cosine in (0, 1], got 1.5"),
     (dict(keep_float_until=0), "keep_float_until must be a cosine in (0, 1], got 0"),

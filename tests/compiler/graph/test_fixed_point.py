@@ -62,7 +62,7 @@ def test_every_conv_on_pynq_mul_requantizes_with_multipliers_on_the_accelerator(
     assert len(convs) == 3 and all("multiplier" in n.attrs for n in convs)
     on_vta = {t.node for t in compiled.vta_tasks()}
     assert {n.name for n in convs} <= on_vta, compiled.graph.notes.get("host_reasons")
-    assert compiled.notes["calibration"]["requant"] == "multiplier"
+    assert compiled.notes.calibration.requant == "multiplier"
     depthwise = next(t for t in compiled.vta_tasks() if t.node == convs[1].name).program.tensors
     assert convs[1].attrs["group"] == 32 and depthwise["bias"].mem == MemId.WGT    # its bias by GEMM
 
@@ -93,7 +93,7 @@ def test_pynq_is_unchanged_and_refuses_multipliers_in_one_line():
     with pytest.raises(CompileError, match="config pynq has none") as e:
         vtakit.compile(MODEL, "pynq", calibrate=SAMPLES, requant="multiplier")
     assert "\n" not in str(e.value)
-    with pytest.raises(CompileError, match="unknown requant mode 'fixed'"):
+    with pytest.raises(CompileError, match="unknown requant 'fixed'; use one of auto, pow2, multiplier"):
         check_requant("fixed", True, "pynq_mul")
 
 

@@ -79,7 +79,7 @@ def test_int8_on_the_accelerator_follows_float_on_photos(wheel_file):
     assert err.max() <= LOG_ODDS_MAX and err.mean() <= LOG_ODDS_MEAN, err
 
     real_models.with_features(model)
-    recipe = module.notes["calibration"]["recipe"]["chosen"]
+    recipe = module.notes.calibration.recipe.chosen
     probe = compile_module(model, "pynq", calibrate=cal, **recipe)
     outs = [probe.run(x[None], device="cpu") for x in xs]
     on_sim = probe.run(xs[0][None], device="sim")

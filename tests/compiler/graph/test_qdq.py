@@ -54,8 +54,8 @@ def test_power_of_two_model_keeps_its_int8_values(digits):
     m = digits["pow2"]
     mod = compile_module(m, "pynq", calibrate=digits["cal"])
     inits, g = _inits(m), mod.graph
-    note = mod.notes["calibration"]["qdq"]
-    assert note["exact"] and note["weights"] == ["conv1", "conv2", "conv3", "fc"] and note["notes"] == []
+    note = mod.notes.calibration.qdq
+    assert note.exact and note.weights == ("conv1", "conv2", "conv3", "fc") and note.notes == ()
     for t in ("data", "relu1", "relu3"):
         assert g.tensors[f"{t}.q"].exp == -math.log2(float(inits[f"{t}_scale"]))
     conv1 = next(n for n in g.nodes if n.name == "conv1")
@@ -101,9 +101,9 @@ def test_per_channel_scales_map_to_channel_shifts_with_notes(digits):
     want = [math.floor(-math.log2(float(s))) for s in inits["conv1.weight_scale"]]
     assert list(conv1.attrs["weight_exp"]) == want  # the coarser power of two of every channel's scale
     assert g.tensors["relu1.q"].exp == math.floor(-math.log2(float(inits["relu1_scale"])))
-    note = mod.notes["calibration"]["qdq"]
-    assert not note["exact"] and any("relu1: scale is not a power of two" in s for s in note["notes"])
-    assert any(s.startswith("conv1.weight_DequantizeLinear:") for s in note["notes"])
+    note = mod.notes.calibration.qdq
+    assert not note.exact and any("relu1: scale is not a power of two" in s for s in note.notes)
+    assert any(s.startswith("conv1.weight_DequantizeLinear:") for s in note.notes)
     for x in digits["x"][:3]:
         a = mod.run(x[None], device="fsim")["logits"]
         assert np.array_equal(a, mod.run(x[None], device="cpu")["logits"])
@@ -120,9 +120,9 @@ def test_per_tensor_model_keeps_one_exponent_per_weight(digits):
 def test_asymmetric_uint8_activations_fall_back_to_calibration(digits):
     """ORT's default uint8 activations (zero point != 0): calibrated instead, each named in a note."""
     mod = compile_module(digits["u8"], "pynq", calibrate=digits["cal"])
-    note = mod.notes["calibration"]["qdq"]
-    assert note["activations"] == 0
-    assert any(s.startswith("relu1: relu1_QuantizeLinear quantizes to uint8 with zero point") for s in note["notes"])
+    note = mod.notes.calibration.qdq
+    assert note.activations == 0
+    assert any(s.startswith("relu1: relu1_QuantizeLinear quantizes to uint8 with zero point") for s in note.notes)
     x = digits["x"][:1]
     assert mod.run(x, device="cpu")["logits"].argmax() == ort_run(digits["u8"], x).argmax()
 
@@ -140,7 +140,7 @@ def test_tensor_without_a_scale_is_still_calibrated(digits):
     del m.graph.node[:]
     m.graph.node.extend(keep)
     mod = compile_module(m, "pynq", calibrate=digits["cal"])
-    assert mod.notes["calibration"]["qdq"]["activations"] == 8
+    assert mod.notes.calibration.qdq.activations == 8
     g = optimize(import_onnx(m))
     cal = calibrate(g, [{"data": c} for c in digits["cal"]])
     assert "relu1" not in cal.fixed and mod.graph.tensors["relu1.q"].exp == cal.exponent("relu1")
@@ -175,7 +175,7 @@ def test_qlinear_conv_keeps_its_power_of_two_scales():
     mod = compile_module(model, "pynq", calibrate=[x])
     conv = next(n for n in mod.graph.nodes if n.op == "QConv")
     assert np.array_equal(mod.graph.consts[conv.inputs[1]], wq) and conv.attrs["weight_exp"] == 9
-    assert mod.graph.tensors["x.q"].exp == 4 and mod.notes["calibration"]["qdq"]["exact"]
+    assert mod.graph.tensors["x.q"].exp == 4 and mod.notes.calibration.qdq.exact
     got = mod.run(x, device="sim")["y"]
     assert np.array_equal(got, mod.run(x, device="cpu")["y"])
     assert np.abs(got - ort_run(model, x)).max() <= 2.0 ** -3 / 2 + 1e-6
@@ -183,9 +183,9 @@ def test_qlinear_conv_keeps_its_power_of_two_scales():
 
 def test_equalization_drops_the_model_scales_with_a_note(digits):
     mod = compile_module(digits["pow2"], "pynq", calibrate=digits["cal"], equalize="exact")
-    note = mod.notes["calibration"]["qdq"]
-    assert note["activations"] == 0 and note["weights"] == []
-    assert "equalize exact: the model's scales are not used" in note["notes"]
+    note = mod.notes.calibration.qdq
+    assert note.activations == 0 and note.weights == ()
+    assert "equalize exact: the model's scales are not used" in note.notes
 
 
 def test_constant_dequantize_folds_as_onnx_defines_it():
@@ -219,8 +219,8 @@ def test_a_config_with_mul_keeps_non_power_of_two_weight_scales_exactly(digits):
     m = digits["pc"]
     inits = _inits(m)
     mod = compile_module(m, "pynq_mul", calibrate=digits["cal"])
-    note = mod.notes["calibration"]["qdq"]
-    assert any("at the model's own float scales (multipliers)" in s for s in note["notes"])
+    note = mod.notes.calibration.qdq
+    assert any("at the model's own float scales (multipliers)" in s for s in note.notes)
     for name in ("conv1", "conv2", "conv3"):
         node = mod.graph.node(name)
         assert "multiplier" in node.attrs
@@ -248,9 +248,9 @@ def test_channel_scales_spread_wider_than_a_shift_vector_are_coarsened(digits, c
     scale.CopyFrom(numpy_helper.from_array(s, scale.name))
     for range_scale in ("on", "off"):  # on: the weights also scale by their activations' factors (below)
         mod = compile_module(m, config, calibrate=digits["cal"], range_scale=range_scale)
-        note = mod.notes["calibration"]["qdq"]
-        assert any(n.startswith("conv1.weight_DequantizeLinear: 1 of") and "at most 15" in n for n in note["notes"])
-        assert "conv1" in note["weights"]
+        note = mod.notes.calibration.qdq
+        assert any(n.startswith("conv1.weight_DequantizeLinear: 1 of") and "at most 15" in n for n in note.notes)
+        assert "conv1" in note.weights
         conv1 = next(n for n in mod.graph.nodes if n.name == "conv1")
         if config == "pynq":
             e = np.array(conv1.attrs["weight_exp"])
@@ -284,15 +284,15 @@ def test_range_scaling_meets_scales_that_are_not_powers_of_two(digits, config):
     m = digits["pc"]
     inits = _inits(m)
     mod = compile_module(m, config, calibrate=digits["cal"])
-    factors = mod.notes["calibration"]["range_scale"]["model_factors"]
+    factors = mod.notes.calibration.range_scale.model_factors
     s = float(inits["relu1_scale"])
     e = math.floor(-math.log2(s))
     assert factors["relu1"] == pytest.approx(2.0 ** -e / s) and mod.graph.tensors["relu1.q"].exp == e
     quantize = next(n for n in mod.graph.nodes if n.op == "Quantize")  # the input, after the host's Mul
     assert quantize.attrs["exp"] == math.floor(-math.log2(float(inits["data_scale"])))
-    note = mod.notes["calibration"]["qdq"]
-    assert any("kept exactly by range scaling" in n for n in note["notes"])
-    assert not any(n.startswith("relu1: scale is not a power of two") for n in note["notes"])
+    note = mod.notes.calibration.qdq
+    assert any("kept exactly by range scaling" in n for n in note.notes)
+    assert not any(n.startswith("relu1: scale is not a power of two") for n in note.notes)
     x = digits["x"][:3]
     seen: dict[str, np.ndarray] = {}
     run_graph(mod.graph, {"data": x[:1]}, observer=seen.__setitem__)

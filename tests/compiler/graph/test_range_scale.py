@@ -13,7 +13,8 @@ from vtakit.compiler.ops.execute import run_graph
 from vtakit.compiler.frontend.onnx_import import import_onnx
 from vtakit.compiler.quant.quantize import ideal_exponent
 from vtakit.compiler.quant.recipe import FALLBACK
-from vtakit.compiler.quant.techniques.range_scale import MARGIN, apply_factors, best_factor, check_mode, observe_amax, plan_factors
+from vtakit.compiler.quant.techniques.range_scale import MARGIN, apply_factors, best_factor, observe_amax, plan_factors
+from vtakit.compiler.options import RangeScaleMode
 
 C = 16
 
@@ -130,7 +131,7 @@ def test_a_node_kept_float_takes_the_scaled_uncorrected_bias():
     times its group's factor (its readers' weights were divided by it)."""
     g = optimize(import_onnx(_model()))
     fg, q, notes = float_and_int8(g, _samples(), keep_float=("Conv_9",), requant="multiplier")
-    factor = notes["range_scale"]["factors"]["f"]  # Conv_9 writes e, in f's group (e -> pool -> flatten)
+    factor = notes.range_scale.factors["f"]  # Conv_9 writes e, in f's group (e -> pool -> flatten)
     node = q.node("Conv_9")
     assert node.op == "Conv" and not node.inputs[2].endswith("bias_corrected")
     np.testing.assert_allclose(q.consts[node.inputs[2]], g.consts[g.node("Conv_9").inputs[2]] * factor, rtol=1e-6)
@@ -146,9 +147,9 @@ def test_best_factor():
 
 
 def test_modes():
-    assert check_mode("on") and not check_mode("off")
-    with pytest.raises(CompileError, match="range_scale"):
-        check_mode("always")
+    assert RangeScaleMode.parse("on") is RangeScaleMode.ON and RangeScaleMode.values() == ("on", "off")
+    with pytest.raises(CompileError, match="unknown range_scale 'always'; use one of on, off"):
+        RangeScaleMode.parse("always")
     with pytest.raises(CompileError, match="range_scale"):
         compile_module(_model(), "pynq", calibrate=[s["x"] for s in _samples(2)], range_scale="always")
 
@@ -160,7 +161,7 @@ def test_compiled_module_bit_identical_and_closer_to_float(config):
     cal = [s["x"] for s in _samples(4)]
     on = compile_module(_model(), config, calibrate=cal, **FALLBACK.options())  # the same recipe both ways
     off = compile_module(_model(), config, calibrate=cal, range_scale="off", **FALLBACK.options())
-    assert "range_scale" in on.notes["calibration"] and "range_scale" not in off.notes["calibration"]
+    assert on.notes.calibration.range_scale is not None and off.notes.calibration.range_scale is None
     g = optimize(import_onnx(_model()))
     errors = {"on": 0.0, "off": 0.0}
     for feeds in _samples(3, seed=9):

@@ -41,7 +41,7 @@ def test_int8_on_the_accelerator_follows_float_on_photos(lite0):
     xs = [real_models.preprocess(v) for _, v in photos.test_views()]
     assert len(xs) >= 24
     module = compile_module(lite0, "pynq", calibrate=cal)
-    assert module.notes["calibration"]["recipe"]["cosine_after"] > module.notes["calibration"]["recipe"]["cosine_before"]
+    assert module.notes.calibration.recipe.cosine_after > module.notes.calibration.recipe.cosine_before
     got = np.stack([module.run(x[None], device="cpu")["logits"][0] for x in xs])
     on_sim = module.run(xs[0][None], device="sim")["logits"][0]
     assert np.array_equal(on_sim, got[0])  # the host reference and the cycle model agree bit for bit
@@ -60,8 +60,8 @@ def test_keep_float_until_meets_the_issue_targets_for_top1_and_cosine(lite0):
     cal = [real_models.preprocess(v)[None] for _, v in photos.calibration_views(8)]
     xs = [real_models.preprocess(v) for _, v in photos.test_views()]
     module = compile_module(lite0, "pynq", calibrate=cal, keep_float_until=0.99)
-    auto = module.notes["calibration"]["keep_float_auto"]
-    assert auto["cosine_after"] >= 0.99 and 0 < len(auto["kept"]) <= 8
+    auto = module.notes.calibration.keep_float_auto
+    assert auto.cosine_after >= 0.99 and 0 < len(auto.kept) <= 8
     got = np.stack([module.run(x[None], device="cpu")["logits"][0] for x in xs])
     assert np.array_equal(module.run(xs[1][None], device="sim")["logits"][0], got[1])
     m = real_models.agreement(real_models.float_logits(lite0, xs), got)
@@ -77,7 +77,7 @@ def test_the_fallback_recipe_stays_above_its_floors(lite0):
     cal = [real_models.preprocess(v)[None] for _, v in photos.calibration_views(8)]
     xs = [real_models.preprocess(v) for _, v in photos.test_views()]
     module = compile_module(lite0, "pynq", calibrate=cal, **FALLBACK.options())
-    assert "recipe" not in module.notes["calibration"] and "gptq" not in module.notes["calibration"]
+    assert module.notes.calibration.recipe is None and module.notes.calibration.gptq is None
     got = np.stack([module.run(x[None], device="cpu")["logits"][0] for x in xs])
     assert np.array_equal(module.run(xs[2][None], device="sim")["logits"][0], got[2])
     m = real_models.agreement(real_models.float_logits(lite0, xs), got)

@@ -34,7 +34,7 @@ def test_text_detector_int8_follows_float_and_the_cycle_model_agrees():
         pytest.skip(str(e))
     cal = [real_models.ppocr_preprocess(p)[None] for p in documents.calibration_pages(8, SIZE)]
     module = compile_module(model, "pynq", calibrate=cal)
-    filled = module.notes["calibration"]["channel_fill"]["bits"]
+    filled = module.notes.calibration.channel_fill.bits
     assert len(filled) >= 30  # 13 of its 14 depthwise convs and most dense ones read a host-quantized tensor
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     cosines, ious = [], []

@@ -11,7 +11,8 @@ from tests.support.smooth_inputs import smooth_images
 from vtakit.compiler.pipeline import compile_module
 from vtakit.compiler.pipeline import optimize
 from vtakit.compiler.frontend.onnx_import import import_onnx
-from vtakit.compiler.quant.recipe import AUTO, FALLBACK, MIN_GAIN, Recipe, candidate_values, improves, recipe_lines, recipe_table
+from vtakit.compiler.options import QuantOptions
+from vtakit.compiler.quant.recipe import FALLBACK, MIN_GAIN, Recipe, candidate_values, improves, recipe_lines, recipe_table
 from vtakit.compiler.module.report import calibration_lines
 from vtakit.compiler.zoo import build as zoo_build
 from vtakit.compiler.quant.techniques.wide_residual import wide_bits
@@ -19,7 +20,7 @@ from vtakit.errors import CompileError
 from vtakit.isa.config import HwConfig
 
 C = 16
-KNOBS = dict(calibration=AUTO, wide_residual=AUTO, weight_rounding=AUTO)
+POW2, MULTIPLIER = QuantOptions(requant="pow2"), QuantOptions(requant="multiplier")  # the three knobs "auto"
 
 
 _smooth = smooth_images
@@ -66,46 +67,47 @@ def test_a_change_must_lower_the_mean_error_enough_and_on_most_samples():
 
 def test_the_search_tries_only_what_can_change_the_program():
     g, pynq, mul = _graph(_residual_model()), HwConfig.load("pynq"), HwConfig.load("pynq_mul")
-    assert candidate_values(g, pynq, "pow2", KNOBS) == dict(
+    assert candidate_values(g, pynq, POW2) == dict(
         calibration=("max", "percentile", "mse"), wide_residual=("off", "on"), weight_rounding=("nearest", "gptq"))
     # multipliers keep float weight scales (no GPTQ); a config whose wide pairs keep no extra bits has none to try
-    values = candidate_values(g, mul, "multiplier", KNOBS)
+    values = candidate_values(g, mul, MULTIPLIER)
     assert values["weight_rounding"] == ("nearest",)
     assert values["wide_residual"] == (("off", "on") if wide_bits(mul) else ("off",))
     acc8 = HwConfig.load("pynq").replace(acc8_load=True)  # the skip added by an ALU ADD: no free 2**k
-    assert wide_bits(acc8) == 0 and candidate_values(g, acc8, "pow2", KNOBS)["wide_residual"] == ("off",)
+    assert wide_bits(acc8) == 0 and candidate_values(g, acc8, POW2)["wide_residual"] == ("off",)
     # a knob given is kept
-    values = candidate_values(g, pynq, "pow2", dict(KNOBS, calibration="kl", wide_residual="off"))
+    values = candidate_values(g, pynq, QuantOptions(requant="pow2", calibration="kl", wide_residual="off"))
     assert values["calibration"] == ("kl",) and values["wide_residual"] == ("off",)
     # a QDQ model's own scales decide: nothing searched
     g.notes["qdq"] = {"x": 1.0}
-    assert all(len(v) == 1 for v in candidate_values(g, pynq, "pow2", KNOBS).values())
+    assert all(len(v) == 1 for v in candidate_values(g, pynq, POW2).values())
 
 
 def test_without_residual_adds_no_wide_pair_is_tried():
     g = _graph(zoo_build("mobilenet_v1"))
-    assert candidate_values(g, HwConfig.load("pynq"), "pow2", KNOBS)["wide_residual"] == ("off",)
+    assert candidate_values(g, HwConfig.load("pynq"), POW2)["wide_residual"] == ("off",)
 
 
 def test_auto_picks_a_recipe_by_the_outputs_and_the_simulators_agree():
     model, cal = _residual_model(), _smooth(8, 0)
     module = compile_module(model, "pynq", calibrate=cal)
-    r = module.notes["calibration"]["recipe"]
-    assert set(r["searched"]) == {"calibration", "wide_residual", "weight_rounding"}
-    assert r["error_after"] <= r["error_before"] and r["cosine_after"] >= r["cosine_before"]
-    assert r["trials"] and all(0.0 <= lowered <= 1.0 for _, _, lowered in r["trials"])
-    chosen = Recipe(**r["chosen"])
+    notes = module.notes.calibration
+    r = notes.recipe
+    assert set(r.searched) == {"calibration", "wide_residual", "weight_rounding"}
+    assert r.error_after <= r.error_before and r.cosine_after >= r.cosine_before
+    assert r.trials and all(0.0 <= lowered <= 1.0 for _, _, lowered in r.trials)
+    chosen = Recipe(**r.chosen)
     if chosen != FALLBACK:  # a change was accepted: it lowered the error by the rule
-        assert r["error_after"] <= r["error_before"] * (1 - MIN_GAIN)
-    assert module.notes["calibration"]["method"] == chosen.calibration
+        assert r.error_after <= r.error_before * (1 - MIN_GAIN)
+    assert notes.method == chosen.calibration
     x = _smooth(1, 99)[0]
     np.testing.assert_array_equal(module.run(x, device="fsim")["y"], module.run(x, device="cpu")["y"])
-    line = recipe_lines(module.notes["calibration"])[0]
+    line = recipe_lines(notes)[0]
     assert line.startswith("quantization recipe (auto") and chosen.label() in line
-    assert line in calibration_lines(module.notes["calibration"])
+    assert line in calibration_lines(notes)
     # the recipe it chose, given by hand, compiles to the same program
-    pinned = compile_module(model, "pynq", calibrate=cal, **r["chosen"])
-    assert "recipe" not in pinned.notes["calibration"]
+    pinned = compile_module(model, "pynq", calibrate=cal, **r.chosen)
+    assert pinned.notes.calibration.recipe is None
     for t, v in module.graph.consts.items():
         np.testing.assert_array_equal(v, pinned.graph.consts[t])
 
@@ -114,27 +116,25 @@ def test_a_change_that_did_not_pay_alone_pays_after_another():
     """On this network GPTQ alone lowers the error on 5 of 8 samples (rejected), the wide pair on all 8
     (accepted); from the wide pair GPTQ then lowers it on all 8: the second pass takes it."""
     module = compile_module(_residual_model(), "pynq", calibrate=_smooth(8, 0))
-    r = module.notes["calibration"]["recipe"]
-    assert r["chosen"] == dict(calibration="max", wide_residual="on", weight_rounding="gptq"), r
-    trials = {label: lowered for label, _, lowered in r["trials"]}
+    r = module.notes.calibration.recipe
+    assert r.chosen == dict(calibration="max", wide_residual="on", weight_rounding="gptq"), r
+    trials = {label: lowered for label, _, lowered in r.trials}
     alone = Recipe(weight_rounding="gptq").label()
     assert trials[alone] < 0.75 and trials[Recipe(wide_residual="on", weight_rounding="gptq").label()] == 1.0
-    assert r["evaluated"] < len(r["trials"])  # recipes met again are not quantized again
-    assert module.notes["calibration"]["weight_rounding"] == "gptq"
+    assert r.evaluated < len(r.trials)  # recipes met again are not quantized again
+    assert module.notes.calibration.weight_rounding == "gptq"
 
 
 def test_made_up_samples_give_the_fallback_without_a_search():
     module = compile_module(_residual_model(), "pynq")
-    notes = module.notes["calibration"]
-    assert notes["synthetic"] and "recipe" not in notes
-    assert (notes["method"], notes["weight_rounding"]) == (FALLBACK.calibration, FALLBACK.weight_rounding)
+    notes = module.notes.calibration
+    assert notes.synthetic and notes.recipe is None
+    assert (notes.method, notes.weight_rounding) == (FALLBACK.calibration, FALLBACK.weight_rounding)
 
 
-@pytest.mark.parametrize("knob,value,what", [("calibration", "best", "calibration method"),
-                                              ("wide_residual", "yes", "wide_residual mode"),
-                                              ("weight_rounding", "", "weight rounding")])
-def test_an_unknown_knob_value_is_one_clear_error(knob, value, what):
-    with pytest.raises(CompileError, match=f"unknown {what} '{value}'; use auto or one of"):
+@pytest.mark.parametrize("knob,value", [("calibration", "best"), ("wide_residual", "yes"), ("weight_rounding", "")])
+def test_an_unknown_knob_value_is_one_clear_error(knob, value):
+    with pytest.raises(CompileError, match=f"unknown {knob} '{value}'; use one of auto, "):
         compile_module(_residual_model(), "pynq", calibrate=_smooth(2, 0), **{knob: value})
 
 
@@ -170,7 +170,7 @@ def test_the_weight_side_work_is_shared_between_recipes_and_changes_nothing():
         for method in ("mse", "max"):
             marked = g.copy()
             mark(marked, HwConfig.load("pynq"), wide)
-            shared = float_and_int8(marked, samples, calibration=method, weights_cache=cache)[1]
+            shared = float_and_int8(marked, samples, QuantOptions(calibration=method), weights_cache=cache)[1]
             alone = float_and_int8(marked, samples, calibration=method)[1]
             assert first_difference(shared, alone) is None, (wide, method)
     assert len(cache) == 1
@@ -185,11 +185,11 @@ def test_a_recipe_that_does_not_compile_is_left_out_and_named(monkeypatch):
 
     monkeypatch.setattr(pipeline, "plan_rounding", no_gptq)
     module = compile_module(_residual_model(), "pynq", calibrate=_smooth(8, 0))
-    r = module.notes["calibration"]["recipe"]
-    assert r["chosen"]["weight_rounding"] == "nearest" and r["failed"]
-    assert all("GPTQ cannot round this layer" in why for why in r["failed"].values())
-    assert not any("gptq" in label for label, _, _ in r["trials"])
-    assert any(line.startswith("  not taken, it does not compile here:") for line in recipe_lines(module.notes["calibration"]))
+    r = module.notes.calibration.recipe
+    assert r.chosen["weight_rounding"] == "nearest" and r.failed
+    assert all("GPTQ cannot round this layer" in why for why in r.failed.values())
+    assert not any("gptq" in label for label, _, _ in r.trials)
+    assert any(line.startswith("  not taken, it does not compile here:") for line in recipe_lines(module.notes.calibration))
     with pytest.raises(CompileError, match="GPTQ cannot round"):  # asked for by name, it is an error
         compile_module(_residual_model(), "pynq", calibrate=_smooth(8, 0), weight_rounding="gptq")
 
@@ -205,16 +205,16 @@ def test_a_recipe_chosen_in_a_later_pass_after_its_graphs_were_dropped_is_made_a
     methods: list[str] = []
     float_and_int8 = pipeline.float_and_int8
 
-    def spy(g, samples, **kw):
-        methods.append(kw["calibration"])
-        return float_and_int8(g, samples, **kw)
+    def spy(g, samples, options, **kw):
+        methods.append(options.calibration)
+        return float_and_int8(g, samples, options, **kw)
 
     monkeypatch.setattr(pipeline, "float_and_int8", spy)
     monkeypatch.setattr(recipe_module, "sample_errors", lambda want, got: np.array(errors[methods[-1]]))
     module = compile_module(_residual_model(), "pynq", calibrate=_smooth(4, 0), wide_residual="off",
                             weight_rounding="nearest")
-    r = module.notes["calibration"]["recipe"]
-    assert r["chosen"]["calibration"] == "mse" and module.notes["calibration"]["method"] == "mse"
+    r = module.notes.calibration.recipe
+    assert r.chosen["calibration"] == "mse" and module.notes.calibration.method == "mse"
     assert methods == ["max", "percentile", "mse", "mse"], methods
 
 
@@ -224,11 +224,11 @@ def test_report_accuracy_shows_every_recipe_judged(tmp_path, capsys):
     from vtakit.cli import main
 
     module = compile_module(_residual_model(), "pynq", calibrate=_smooth(8, 0))
-    r = module.notes["calibration"]["recipe"]
-    assert r["start"] == FALLBACK.options()
-    table = recipe_table(module.notes["calibration"])
-    assert table.row_count == 1 + len(r["trials"]) + len(r["failed"])
-    assert recipe_table({}) is None
+    r = module.notes.calibration.recipe
+    assert r.start == FALLBACK.options()
+    table = recipe_table(module.notes.calibration)
+    assert table.row_count == 1 + len(r.trials) + len(r.failed)
+    assert recipe_table(None) is None
     onnx.save(_residual_model(), tmp_path / "m.onnx")
     np.save(tmp_path / "cal.npy", np.stack(_smooth(4, 0)))
     assert main(["report", str(tmp_path / "m.onnx"), "--accuracy", "--calibrate", str(tmp_path / "cal.npy"),

@@ -147,14 +147,14 @@ def test_gptq_changes_only_weight_values_and_the_simulators_agree(config):
         np.testing.assert_array_equal(m.run(tests[0], device="fsim")["y"], got[0])
     gptq, nearest = modules["gptq"], modules["nearest"]
     if config == "pynq":
-        assert gptq.notes["calibration"]["weight_rounding"] == "gptq"
-        assert any(line.startswith("weight rounding gptq:") and "of 3 conv/dense" in line for line in calibration_lines(gptq.notes["calibration"]))
+        assert gptq.notes.calibration.weight_rounding == "gptq"
+        assert any(line.startswith("weight rounding gptq:") and "of 3 conv/dense" in line for line in calibration_lines(gptq.notes.calibration))
         assert errors["gptq"] < errors["nearest"], errors
         changed = [t for t in gptq.graph.consts if t.endswith(".weight_q")
                    and not np.array_equal(gptq.graph.consts[t], nearest.graph.consts[t])]
         assert changed
     else:  # float per-channel weight scales with multipliers: rounded to nearest (weight_rounding.py)
-        assert gptq.notes["calibration"]["weight_rounding"] == "nearest"
+        assert gptq.notes.calibration.weight_rounding == "nearest"
         for t, v in gptq.graph.consts.items():
             np.testing.assert_array_equal(v, nearest.graph.consts[t])
     assert [n.op for n in gptq.graph.nodes] == [n.op for n in nearest.graph.nodes]
@@ -163,9 +163,9 @@ def test_gptq_changes_only_weight_values_and_the_simulators_agree(config):
 
 
 def test_an_unknown_weight_rounding_is_one_clear_error():
-    with pytest.raises(CompileError, match="unknown weight rounding 'best'; use auto or one of gptq, nearest"):
+    with pytest.raises(CompileError, match="unknown weight_rounding 'best'; use one of auto, gptq, nearest"):
         compile_module(_model(), "pynq", calibrate=_smooth(2, 0), weight_rounding="best")
-    with pytest.raises(CompileError, match="unknown weight rounding"):
+    with pytest.raises(CompileError, match="unknown weight_rounding ''"):
         float_and_int8(optimize(import_onnx(_model())), [x for x in _smooth(2, 0)], weight_rounding="")
 
 
@@ -173,7 +173,7 @@ def test_the_default_chooses_the_rounding_by_the_outputs():
     """GPTQ where it lowers the output error on the calibration samples (recipe.py): it loses where the
     calibration samples are unlike the inputs (README, issue 16), so it is not applied blindly."""
     module = compile_module(_model(), "pynq", calibrate=_smooth(8, 0))
-    notes = module.notes["calibration"]
-    assert "weight_rounding" in notes["recipe"]["searched"]
-    assert notes["weight_rounding"] == notes["recipe"]["chosen"]["weight_rounding"]
-    assert ("gptq" in notes) == (notes["weight_rounding"] == "gptq")
+    notes = module.notes.calibration
+    assert "weight_rounding" in notes.recipe.searched
+    assert notes.weight_rounding == notes.recipe.chosen["weight_rounding"]
+    assert (notes.gptq is not None) == (notes.weight_rounding == "gptq")

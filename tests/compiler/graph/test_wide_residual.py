@@ -77,7 +77,7 @@ def test_unfused_wide_pairs_run_on_the_host(options: dict, host: set[str]) -> No
                             wide_residual="on")
     on_host = {t for t in module.tasks if isinstance(t, str)}
     assert host <= on_host and not {"c0", "c1", "down"} & on_host
-    reasons = module.notes["host_reasons"]
+    reasons = module.notes.host_reasons
     assert {reasons[n] for n in host} - {"asked for the host"} <= {WIDE_CONV_REASON, WIDE_ADD_REASON}
     wide = [n for n in module.graph.nodes if n.op == "QConv" and "wide" in n.attrs and "residual" not in n.attrs]
     assert wide and all(module.graph.tensors[n.outputs[0]].dtype == "int32" for n in wide)
@@ -108,7 +108,7 @@ def test_off_means_int8_pairs_and_a_bad_mode_is_one_error() -> None:
     convs = [n for n in module.graph.nodes if n.op == "QConv"]
     assert all("wide" not in n.attrs and "clip" in n.attrs for n in convs)
     assert not any("left" in n.attrs for n in module.graph.nodes)
-    with pytest.raises(CompileError, match="unknown wide_residual mode 'yes'") as e:
+    with pytest.raises(CompileError, match="unknown wide_residual 'yes'; use one of auto, on, off") as e:
         vtakit.compile(residual_net(), "pynq", calibrate=samples(1, 0), wide_residual="yes")
     assert "\n" not in str(e.value)
 

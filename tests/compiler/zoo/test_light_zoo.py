@@ -63,7 +63,7 @@ def test_light_zoo_compiles_for_cuda(name):
     """Every node's GPU launches are recorded at compile time (PTX generated); LRN, which has no GPU code,
     launches nothing and runs on host copies."""
     module = vtakit.compile(L.load(name), target="cuda")
-    kernels = module.notes["gpu"]["kernels"]
-    assert set(kernels) == {n.name for n in module.graph.nodes} and module.notes["gpu"]["ptx_kernels"] > 0
+    kernels = module.notes.gpu["kernels"]
+    assert set(kernels) == {n.name for n in module.graph.nodes} and module.notes.gpu["ptx_kernels"] > 0
     assert all(kernels[n.name] for n in module.graph.nodes if n.op == "Conv")
     assert not any(kernels[n.name] for n in module.graph.nodes if n.op == "LRN")
