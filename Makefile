@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml Makefile
 	@touch $(STAMP)
 
 demo: install
-	$(BIN)/vtakit demo
+	$(BIN)/vtakit demo --plot out/resnet18_roofline.png
 
 # The default suite: the static import check, then every test but those marked slow.
 test: install check-imports docs

@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         from vtakit.compiler.pipeline import optimize
         from vtakit.compiler.ops.execute import run_graph
         from vtakit.compiler.frontend.onnx_import import import_onnx
-        from vtakit.compiler.quant.recipe import float_and_int8_auto
+        from vtakit.compiler.quant.recipe_search import float_and_int8_auto
 
         cfg = HwConfig.load(args.config)
         g = optimize(import_onnx(model))

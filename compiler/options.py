@@ -68,6 +68,11 @@ class Host(Choice):
     CUDA = "cuda"
 
 
+HOSTS = tuple(h.value for h in Host)
+"""The host backends by name: a module's `host`, and the targets that run every node on the host."""
+TARGETS = tuple(t.value for t in Target)
+
+
 class CalibrationMethod(Choice):
     """How activation exponents are chosen (compiler/quant/calibration.py); "search": max, then moved by the
     error at the outputs (exponent_search.py)."""

@@ -1,65 +1,53 @@
-"""The network compiler's driver: ONNX in, a CompiledModule out.
+"""The network compiler's driver: ONNX in, a CompiledModule out, by the named steps of `PIPELINE`.
 
-    import -> simplify -> Gemm/MatMul to Dense -> fold batch norm and scales -> fuse activations
+    import -> optimize (the float passes)
       target "cpu": the float graph, every node a host task
       target "cuda": the same float graph, every node a GPU kernel (the launches and their PTX recorded)
-      target "vta": calibrate -> quantize (power-of-two int8) -> partition -> fuse residual adds and
-                    max pools into their convs (fusion.py) -> one accelerator task
-                    per accelerator node -> static DRAM plan; host="cuda" puts the host tasks on the GPU
+      target "vta": quantize (power-of-two int8, recipe searched) -> partition -> fuse residual adds and
+                    max pools into their convs -> lower (one accelerator task per accelerator node) ->
+                    plan (static DRAM); host="cuda" puts the host tasks on the GPU
+
+Each step is a function of a `Compilation` (what earlier steps made); `PIPELINE` lists them with the
+targets they run for, so the order the code runs is the list you read.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
 
 import numpy as np
 
-from vtakit.errors import CompileError
 from vtakit.compiler.passes.fusion import fuse_max_pools, fuse_residual_adds
-from vtakit.compiler.options import (CompileOptions, EqualizeMode, QuantOptions, RangeScaleMode, RequantMode,
-                                     WeightRoundingMode)
-from vtakit.compiler.quant.recipe import fallback, float_and_int8_auto
-from vtakit.compiler.quant.techniques.wide_residual import WIDE_NOTE
+from vtakit.compiler.options import CompileOptions, Host, Target
+from vtakit.compiler.quant.int8 import first_sample_shapes
+from vtakit.compiler.quant.recipe_search import float_and_int8_auto
 from vtakit.compiler.gc_budget import with_fewer_collections
 from vtakit.compiler.passes.fold import canonicalize_dense, fold_into_conv, fold_pads, fuse_activations
 from vtakit.compiler.ir import Graph
 from vtakit.compiler.passes.lower import VtaTask, lower_node
 from vtakit.compiler.module.compiled import CompiledModule
-from vtakit.compiler.module.notes import CompileNotes, ModelFactors, QdqNotes, QuantNotes
+from vtakit.compiler.module.notes import CompileNotes, QuantNotes
 from vtakit.compiler.frontend.onnx_import import import_onnx
 from vtakit.compiler.passes.partition import PartitionOptions, partition
-from vtakit.compiler.module.dram_plan import plan_dram
-from vtakit.compiler.quant.calibration import calibrate as run_calibration
-from vtakit.compiler.quant.techniques.equalize import correct_bias, equalize as equalize_ranges
-from vtakit.compiler.quant.exponent_search import Progress, check_target, float_outputs, search_exponents
-from vtakit.compiler.quant.exponent_search import keep_float_until as keep_float_until_met
-from vtakit.compiler.quant.quantize import POW2_NODES_NOTE, REQUANT_NOTE, Calibration, graph_roundtrip, keep_nodes_float, one_shift, quantize, strip_fake_quant, weight_exponents, weight_roundtrip
-from vtakit.compiler.quant.techniques.weight_rounding import ROUNDED_KEY, WeightRounding, plan_rounding
+from vtakit.compiler.module.dram_plan import DramPlan, liveness, plan_dram
+from vtakit.compiler.quant.exponent_search import Progress, check_target
+from vtakit.compiler.quant.quantize import strip_fake_quant
 from vtakit.compiler.quant.techniques.fixed_point import check_requant
-from vtakit.compiler.quant.techniques.range_scale import RangeScaling, apply_factors, plan_model_factors, scale_and_correct
-from vtakit.compiler.quant.techniques.channel_fill import ChannelFill, apply_channel_fill, plan_channel_fill
 from vtakit.compiler.passes.simplify import simplify
-from vtakit.compiler.quant import qdq
-from vtakit.compiler.quant.qdq import QdqScales, read_scales
-from vtakit.compiler.ops import int8_rule
+from vtakit.compiler.quant.qdq import read_scales
+from vtakit.compiler.ops.quant import QDQ_WEIGHTS_NOTE
 from vtakit.isa.config import DEFAULT_PRESET, HwConfig
 from vtakit.isa.fields import INSN_BYTES
-
-SYNTHETIC_SAMPLES = 4
-SYNTHETIC_BYTES = 1 << 28
-"""Made-up calibration samples take at most this much memory (256 MiB): a network whose declared inputs
-are larger (within the import's limits) is calibrated on fewer samples, at least one."""
-
 
 def optimize(graph: Graph, *, keep_fake_quant: bool = False) -> Graph:
     """The float graph passes shared by both targets.  Stripping a QDQ model's fake quantization keeps
     its scales in notes["qdq"] (`qdq.read_scales`), for `float_and_int8`."""
     graph = graph.copy()
     scales = read_scales(graph)
-    graph.notes.pop(qdq.NOTE_KEY, None)
+    graph.notes.pop(QDQ_WEIGHTS_NOTE, None)
     g = simplify(graph)
     if not keep_fake_quant:
         g = strip_fake_quant(g)
@@ -69,276 +57,141 @@ def optimize(graph: Graph, *, keep_fake_quant: bool = False) -> Graph:
     return simplify(g)
 
 
+@dataclass
+class Compilation:
+    """What the steps hand on: each step reads the fields earlier steps set and sets its own."""
+
+    model: Any
+    config: HwConfig
+    options: CompileOptions
+    calibrate: list | None
+    progress: Progress | None
+    started: float
+    source: Graph | None = None  # the imported graph
+    float_graph: Graph | None = None  # after the float passes
+    graph: Graph | None = None  # what the module runs: the float graph (cpu, cuda) or the int8 graph (vta)
+    quant_notes: QuantNotes | None = None
+    place: dict[str, str] = field(default_factory=dict)  # node -> "vta" or the host
+    tasks: list = field(default_factory=list)  # VtaTask or a host node's name, in run order
+    consts: dict[str, np.ndarray] = field(default_factory=dict)
+    plan: DramPlan | None = None
+    gpu: dict[str, Any] | None = None
+
+    def module(self) -> CompiledModule:
+        target = self.options.target
+        notes = CompileNotes(len(self.source.nodes), len(self.float_graph.nodes), time.perf_counter() - self.started,
+                             tuple(self.source.notes.get("defaulted_dims", [])), self.quant_notes,
+                             dict(self.graph.notes.get("host_reasons", {})) if target is Target.VTA else {}, self.gpu)
+        if target is not Target.VTA:
+            return CompiledModule(self.config, target.value, self.graph, self.tasks, notes=notes,
+                                  host="cuda" if target is Target.CUDA else "cpu")
+        return CompiledModule(self.config, "vta", self.graph, self.tasks, self.consts, self.plan, notes,
+                              host=self.options.host.value)
+
+
+def _import(c: Compilation) -> None:
+    c.source = import_onnx(c.model, c.options.input_shapes, bind=first_sample_shapes(c.calibrate))
+
+
+def _optimize(c: Compilation) -> None:
+    c.float_graph = c.graph = optimize(c.source, keep_fake_quant=c.options.target is not Target.VTA)
+    if c.options.target is not Target.VTA:
+        c.tasks = [n.name for n in c.graph.nodes]
+
+
+def _quantize(c: Compilation) -> None:
+    _, c.graph, c.quant_notes = float_and_int8_auto(c.float_graph, c.config, c.calibrate, c.options.quant,
+                                                    progress=c.progress)
+
+
+def _partition_options(c: Compilation) -> PartitionOptions | None:
+    options = c.options.partition
+    return PartitionOptions(**options) if isinstance(options, Mapping) else options
+
+
+def _partition(c: Compilation) -> None:
+    c.place = partition(c.graph, c.config, _partition_options(c))
+
+
+def _fuse(c: Compilation) -> None:
+    options = _partition_options(c) or PartitionOptions()
+    if options.fuse_residual:
+        c.place = fuse_residual_adds(c.graph, c.place)
+    if options.fuse_pool:
+        c.place = fuse_max_pools(c.graph, c.place, c.config)
+
+
+def _lower(c: Compilation) -> None:
+    schedules = c.options.schedules or {}
+    c.tasks = [lower_node(c.graph, n, c.config, c.consts, schedules.get(n.name)) if c.place[n.name] == "vta"
+               else n.name for n in c.graph.nodes]
+
+
+def _plan(c: Compilation) -> None:
+    fixed = {k: v.size for k, v in c.consts.items()}
+    fixed.update({f"code:{t.node}": t.program.instructions * INSN_BYTES for t in c.tasks if isinstance(t, VtaTask)})
+    c.plan = plan_dram(c.config, fixed, liveness(c.config, c.tasks, c.graph))
+
+
+def _gpu_kernels(c: Compilation) -> None:
+    if c.options.target is Target.CUDA:
+        c.gpu = _record_gpu_kernels(c.graph, None)
+    elif c.options.target is Target.VTA and c.options.host is Host.CUDA:
+        c.gpu = _record_gpu_kernels(c.graph, [t for t in c.tasks if isinstance(t, str)])
+
+
 @dataclass(frozen=True)
-class WeightsForInt8:
-    """What `float_and_int8` makes of the float graph before calibration: it depends on the weight-side
-    options and the samples, not on the calibration method, the layers kept float or the wide residual note
-    (recipe.py reuses it across the recipes it tries)."""
-    uncorrected: Graph  # range-scaled and channel-filled, biases as the model has them
-    graph: Graph  # the same with the biases corrected for the int8 weights
-    scaling: RangeScaling | None  # range_scale's plan (None: not range-scaled)
-    fill: ChannelFill
-    model_factors_note: dict[str, float]  # a QDQ model's scales met by range scaling: tensor -> factor
-    rounded: dict[str, tuple[np.ndarray, np.ndarray]]  # node -> its GPTQ int8 weights (weight_rounding.py)
-    rounding: WeightRounding | None  # weight_rounding's summary (None: nearest)
+class Step:
+    """One named step of the compiler, and the targets it runs for."""
+
+    name: str
+    run: Callable[[Compilation], None]
+    targets: tuple[Target, ...]
+    doc: str
 
 
-def weights_for_int8(g: Graph, samples: list[dict[str, np.ndarray]], options: QuantOptions) -> WeightsForInt8:
-    """Equalization, bias correction, range scaling, channel fill and GPTQ rounding of `g` (float_and_int8;
-    `options` as `one_recipe` leaves them)."""
-    equalize, bias_correction, requant = options.equalize, options.bias_correction, options.requant
-    range_scaled = options.range_scale is RangeScaleMode.ON
-    gptq = options.weight_rounding is WeightRoundingMode.GPTQ
-    uncorrected = prepare_for_int8(g, samples, equalize=equalize, bias_correction=False)
-    multiplied = requant == "multiplier"
-    model_scales: QdqScales = g.notes.get("qdq", QdqScales())
-    shifts: dict[str, np.ndarray] = {}  # node -> its mean output shift over the real input patches (GPTQ)
-
-    def corrected(graph: Graph) -> Graph:
-        """The bias correction for graph's int8 weights (a QDQ model's at its own scales; a GPTQ-rounded
-        layer's measured shift)."""
-        return prepare_for_int8(graph, samples, equalize="off", bias_correction=bias_correction,
-                                roundtrip=qdq.weight_roundtrip(model_scales, graph_roundtrip(graph, requant), multiplied),
-                                shifts=shifts)
-
-    g = corrected(uncorrected)
-    scaling, model_factors_note, fill = None, {}, ChannelFill()
-    if range_scaled and not model_scales:
-        uncorrected, g, scaling = scale_and_correct(uncorrected, g, samples, corrected if bias_correction else None,
-                                                    one_shift if requant == "pow2" else None)
-        fill = plan_channel_fill(g, samples)  # conv inputs the host quantizes, per channel (channel_fill.py)
-        if fill.bits:
-            uncorrected = apply_channel_fill(uncorrected, fill)
-            g = corrected(uncorrected)
-    elif range_scaled and equalize == "off" and model_scales.act:
-        model_factors = plan_model_factors(uncorrected, {t: model_scales.inexact.get(t, 1.0) for t in model_scales.act})
-        if model_factors:  # the model's scales that are not powers of two, met exactly (range_scale.py)
-            scaled = apply_factors(uncorrected, model_factors)
-            model_scales = qdq.rescaled(model_scales, uncorrected, scaled, model_factors)
-            scaled.notes["qdq"] = model_scales
-            uncorrected, g = scaled, corrected(scaled)
-            model_factors_note = {t: f for t, f in sorted(model_factors.items()) if t in model_scales.act}
-    rounded, rounding = {}, None
-    if gptq and requant == "pow2" and not model_scales:  # on the final weights, before calibration sees g
-        weight_nodes = [n.name for n in uncorrected.nodes if int8_rule(n.op) == "weights"]
-        rounded, found, rounding = plan_rounding(uncorrected, samples, weight_nodes, weight_exponents)
-        shifts.update(found)
-        if rounded and bias_correction:
-            g = corrected(uncorrected)
-    return WeightsForInt8(uncorrected, g, scaling, fill, model_factors_note, rounded, rounding)
+ALL_TARGETS = tuple(Target)
+VTA_ONLY = (Target.VTA,)
+PIPELINE: tuple[Step, ...] = (
+    Step("import", _import, ALL_TARGETS, "ONNX model -> graph IR (frontend/)"),
+    Step("optimize", _optimize, ALL_TARGETS, "simplify, Gemm/MatMul to Dense, fold batch norm, scales and pads, "
+                                             "fuse activations (passes/); cpu and cuda stop here, one host task "
+                                             "per node"),
+    Step("quantize", _quantize, VTA_ONLY, "calibrate and quantize to power-of-two int8, the recipe searched "
+                                          "(quant/)"),
+    Step("partition", _partition, VTA_ONLY, "accelerator or host per node (passes/partition.py)"),
+    Step("fuse", _fuse, VTA_ONLY, "residual adds and max pools into the convs that feed them (passes/fusion.py)"),
+    Step("lower", _lower, VTA_ONLY, "one accelerator task per accelerator node (passes/lower.py, backends/vta/)"),
+    Step("plan", _plan, VTA_ONLY, "the static DRAM plan (module/dram_plan.py)"),
+    Step("gpu kernels", _gpu_kernels, ALL_TARGETS, "the GPU launches and their PTX, where the GPU runs nodes"),
+)
+"""The compiler's steps in the order `compile_module` runs them."""
 
 
-def _noted_as(graph: Graph, source: Graph) -> Graph:
-    """A copy of `graph` carrying `source`'s wide residual note (the one note the int8 graph reads that
-    `weights_for_int8` does not look at)."""
-    out = graph.copy()
-    out.notes.pop(WIDE_NOTE, None)
-    if WIDE_NOTE in source.notes:
-        out.notes[WIDE_NOTE] = source.notes[WIDE_NOTE]
-    return out
-
-
-def one_recipe(options: QuantOptions | None = None, **keywords: Any) -> QuantOptions:
-    """`options` with `keywords` set and nothing left "auto": the recipe knobs take the fallback recipe's
-    values (recipe.FALLBACK) and requant power-of-two shifts (compile_module resolves it by the configuration,
-    fixed_point.check_requant)."""
-    opts = fallback(QuantOptions.of(options, **keywords))
-    return replace(opts, requant=RequantMode.POW2) if opts.requant is RequantMode.AUTO else opts
-
-
-def float_and_int8(g: Graph, calibrate, options: QuantOptions | None = None, *, progress: Progress | None = None,
-                   weights_cache: dict | None = None, **keywords: Any) -> tuple[Graph, Graph, QuantNotes]:
-    """(the float graph quantized from, the int8 graph, what quantization did) for an optimized graph, by one
-    recipe: `options` with `keywords` set, as `one_recipe` resolves them.
-
-    weights_cache: `weights_for_int8`'s results by their options, shared by calls on the same graph and
-    samples that differ in the rest (recipe.py).  Calibration "search" and keep_float_until judge the int8
-    graph by its outputs against `g`'s on the calibration samples (exponent_search)."""
-    opts = one_recipe(options, **keywords)
-    calibration, equalize, requant, keep_float_until = opts.calibration, opts.equalize, opts.requant, opts.keep_float_until
-    gptq = opts.weight_rounding is WeightRoundingMode.GPTQ
-    if keep_float_until is not None:
-        check_target(keep_float_until)
-    samples, synthetic = calibration_samples(g, calibrate, opts.seed)
-    t1 = time.perf_counter()
-    want = float_outputs(g, samples) if calibration == "search" or keep_float_until is not None else []
-    multiplied = requant == "multiplier"
-    key = (equalize, opts.bias_correction, requant, opts.range_scale, gptq)
-    prepared = weights_cache.get(key) if weights_cache is not None else None
-    if prepared is None:
-        prepared = weights_for_int8(g, samples, opts)
-        if weights_cache is not None:
-            weights_cache[key] = prepared
-    uncorrected, g = _noted_as(prepared.uncorrected, g), _noted_as(prepared.graph, g)
-    rounded, rounding, scaling, fill = prepared.rounded, prepared.rounding, prepared.scaling, prepared.fill
-    cal: Calibration = run_calibration(g, samples, calibration)
-    cal.synthetic = synthetic
-    scales: QdqScales = g.notes.get("qdq", QdqScales())
-    if scales and equalize != "off":  # equalization rescales activations: the model's scales no longer hold
-        scales = QdqScales(notes=[*scales.notes, f"equalize {equalize}: the model's scales are not used"])
-    cal.fixed.update(scales.act)  # the model's activation scales replace calibration for their tensors
-    range_scale = scaling if scaling is not None else \
-        ModelFactors(prepared.model_factors_note) if prepared.model_factors_note else None
-    marked, cache = keep_nodes_float(g, opts.keep_float, uncorrected), {}
-    cache.update({(ROUNDED_KEY, name): r for name, r in rounded.items()})
-    marked.notes[REQUANT_NOTE] = requant.value
-    pow2_nodes, float_nodes = qdq.seed_weight_cache(marked, scales, cache,
-                                                    [n for n in marked.nodes if int8_rule(n.op) == "weights"], multiplied)
-    marked.notes[POW2_NODES_NOTE] = tuple(pow2_nodes)  # a QDQ model's weights keep their own scales
-    search = search_exponents(marked, cal, samples, want, progress, cache) if calibration == "search" else None
-    auto = None
-    if keep_float_until is not None:
-        auto = keep_float_until_met(marked, cal, samples, want, keep_float_until, progress=progress,
-                                    weight_cache=cache, uncorrected=uncorrected)
-        marked = keep_nodes_float(marked, auto.kept, uncorrected)
-    q = quantize(marked, cal, cache)
-    q.notes.pop("qdq", None)
-    qdq_notes = None
-    if scales or scales.notes:
-        d = qdq.compile_notes(scales, q, pow2_nodes + float_nodes, float_nodes)
-        qdq_notes = QdqNotes(d["activations"], tuple(d["weights"]), d["exact"], tuple(d["notes"]))
-    notes = QuantNotes(samples=len(samples), synthetic=synthetic, method=calibration, equalize=equalize,
-                       bias_correction=opts.bias_correction, requant=requant,
-                       weight_rounding=opts.weight_rounding if rounding is not None else WeightRoundingMode.NEAREST,
-                       seconds=time.perf_counter() - t1, range_scale=range_scale,
-                       channel_fill=fill if scaling is not None and fill.bits else None, gptq=rounding,
-                       search=search, keep_float_auto=auto, qdq=qdq_notes)
-    return g, q, notes
-
-
-def prepare_for_int8(g: Graph, samples: list[dict[str, np.ndarray]], *,
-                     equalize: EqualizeMode | str = QuantOptions.equalize,
-                     bias_correction: bool = QuantOptions.bias_correction, roundtrip=weight_roundtrip,
-                     shifts: dict[str, np.ndarray] | None = None) -> Graph:
-    """The float graph the int8 one is quantized from: channel ranges equalized, biases corrected
-    (`roundtrip`: the weights' int8 value, a QDQ model's at its own scales; `shifts`: measured mean output
-    shifts that replace the estimate, correct_bias)."""
-    equalize = EqualizeMode.parse(equalize)
-    if equalize is not EqualizeMode.OFF:
-        g = equalize_ranges(g, clip_as_relu=equalize is EqualizeMode.CLIP_AS_RELU)
-    if bias_correction:
-        g = correct_bias(g, samples, roundtrip, shifts)
-    return g
-
-
-def _standard_normal(rng: np.random.Generator, shape: tuple[int, ...], chunk: int = 1 << 20) -> np.ndarray:
-    """`rng.standard_normal(shape).astype(np.float32)`, the same values, drawn a chunk at a time so that no
-    float64 copy of a large input is ever held."""
-    out = np.empty(shape, np.float32)
-    flat = out.reshape(-1)
-    for start in range(0, flat.size, chunk):
-        flat[start:start + chunk] = rng.standard_normal(min(chunk, flat.size - start))
-    return out
-
-
-def calibration_samples(graph: Graph, calibrate_with, seed: int = 0) -> tuple[list[dict[str, np.ndarray]], bool]:
-    """Samples as a list of feeds; without any, seeded standard-normal inputs (flagged synthetic)."""
-    if calibrate_with is None:
-        rng = np.random.default_rng(seed)
-        per_sample = sum(4 * int(np.prod(graph.tensors[n].shape, dtype=np.int64)) for n in graph.inputs)
-        count = max(1, min(SYNTHETIC_SAMPLES, SYNTHETIC_BYTES // max(per_sample, 1)))
-        samples = [{n: _standard_normal(rng, graph.tensors[n].shape) for n in graph.inputs} for _ in range(count)]
-        return samples, True
-    samples = []
-    for i, s in enumerate(calibrate_with):
-        if isinstance(s, dict):
-            samples.append(s)
-        elif len(graph.inputs) == 1:
-            samples.append({graph.inputs[0]: np.asarray(s)})
-        else:
-            raise CompileError(f"calibration sample {i} must be a dict by input name ({graph.inputs})")
-    if not samples:
-        raise CompileError("calibrate was given no samples")
-    return samples, False
-
-
-def _liveness(cfg: HwConfig, tasks: list, graph: Graph) -> dict[str, tuple[int, int, int]]:
-    """Activation buffer key -> (bytes, first task, last task) from the task order."""
-    spans: dict[str, list[int]] = {}
-    sizes: dict[str, int] = {}
-    produced: dict[str, str] = {}  # tensor -> key of the buffer its accelerator producer writes
-    readers = graph.consumers()
-    index = {t.node if isinstance(t, VtaTask) else t: i for i, t in enumerate(tasks)}
-
-    def touch(key: str, i: int) -> None:
-        span = spans.setdefault(key, [i, i])
-        span[0], span[1] = min(span[0], i), max(span[1], i)
-
-    for i, t in enumerate(tasks):
-        if not isinstance(t, VtaTask):
-            continue
-        for name, buf in t.acts.items():
-            sizes[buf.key] = max(sizes.get(buf.key, 0), t.program.tensors[name].nbytes(cfg))
-            touch(buf.key, i)
-        produced[t.output.tensor] = t.output.key
-    for tensor, key in produced.items():  # the host (or a relayout) reads accelerator results from DRAM
-        for reader in readers.get(tensor, []):
-            touch(key, index[reader.name])
-        if tensor in graph.outputs:
-            touch(key, len(tasks))
-    return {k: (sizes[k], s[0], s[1]) for k, s in spans.items()}
-
-
-@with_fewer_collections  # issue 37: the collector took a third of a huge graph's compile (gc_budget.py)
+@with_fewer_collections  # the collector took a third of a huge graph's compile (gc_budget.py)
 def compile_module(model, config=DEFAULT_PRESET, options: CompileOptions | None = None, *, calibrate=None,
                    progress: Progress | None = None, **keywords: Any) -> CompiledModule:
-    """Compile an ONNX model (path, bytes or ModelProto) for `config`; see the module docstring.
+    """Compile an ONNX model (path, bytes or ModelProto) for `config` by running `PIPELINE`.
 
     options: a CompileOptions (compiler/options.py: each option, its type and its values); `keywords` set
     any of its fields or its QuantOptions' by name (`calibration="mse"`, `target="cpu"`,
     `partition_options=...`).  calibrate: the calibration samples (None: seeded made-up ones);
     progress(phase, done, total): called during the searches.  The recipe knobs (calibration, wide_residual,
     weight_rounding) are "auto" by default: chosen by the network's outputs on the calibration samples
-    (recipe.py); requant "auto" is "multiplier" where the config has ALU MUL, else "pow2"."""
+    (quant/recipe_search.py); requant "auto" is "multiplier" where the config has ALU MUL, else "pow2"."""
     opts = CompileOptions.of(options, **keywords)
     cfg = HwConfig.load(config)
     quant = replace(opts.quant, requant=check_requant(opts.quant.requant, cfg.alu_mul, cfg.label))
     if quant.keep_float_until is not None:
         check_target(quant.keep_float_until)
-    t0 = time.perf_counter()
+    started = time.perf_counter()
     if calibrate is not None and not isinstance(calibrate, (list, tuple, np.ndarray)):
         calibrate = list(calibrate)  # an iterator is read twice: its first sample binds symbolic dims
-    graph = import_onnx(model, opts.input_shapes, bind=first_sample_shapes(calibrate))
-    defaulted = tuple(graph.notes.get("defaulted_dims", []))
-    g = optimize(graph, keep_fake_quant=opts.target != "vta")
-    if opts.target in ("cpu", "cuda"):
-        gpu = _record_gpu_kernels(g, None) if opts.target == "cuda" else None
-        notes = CompileNotes(len(graph.nodes), len(g.nodes), time.perf_counter() - t0, defaulted, gpu=gpu)
-        return CompiledModule(cfg, opts.target.value, g, [n.name for n in g.nodes], notes=notes,
-                              host="cuda" if opts.target == "cuda" else "cpu")
-    _, q, quant_notes = float_and_int8_auto(g, cfg, calibrate, quant, progress=progress)
-    partition_options = opts.partition
-    if isinstance(partition_options, Mapping):
-        partition_options = PartitionOptions(**partition_options)
-    place = partition(q, cfg, partition_options)
-    if (partition_options or PartitionOptions()).fuse_residual:
-        place = fuse_residual_adds(q, place)
-    if (partition_options or PartitionOptions()).fuse_pool:
-        place = fuse_max_pools(q, place, cfg)
-    consts: dict[str, np.ndarray] = {}
-    tasks: list = []
-    for n in q.nodes:
-        if place[n.name] == "vta":
-            tasks.append(lower_node(q, n, cfg, consts, (opts.schedules or {}).get(n.name)))
-        else:
-            tasks.append(n.name)
-    fixed = {k: v.size for k, v in consts.items()}
-    fixed.update({f"code:{t.node}": t.program.instructions * INSN_BYTES for t in tasks if isinstance(t, VtaTask)})
-    plan = plan_dram(cfg, fixed, _liveness(cfg, tasks, q))
-    gpu = _record_gpu_kernels(q, [t for t in tasks if isinstance(t, str)]) if opts.host == "cuda" else None
-    notes = CompileNotes(len(graph.nodes), len(g.nodes), time.perf_counter() - t0, defaulted, quant_notes,
-                         dict(q.notes.get("host_reasons", {})), gpu)
-    return CompiledModule(cfg, "vta", q, tasks, consts, plan, notes, host=opts.host.value)
-
-
-def first_sample_shapes(calibrate) -> dict[str, tuple[int, ...]] | None:
-    """Shapes of the first calibration sample by input name (an unnamed array binds the first input)."""
-    if calibrate is None or len(calibrate) == 0:
-        return None
-    first = calibrate[0]
-    if isinstance(first, dict):
-        return {k: tuple(np.shape(v)) for k, v in first.items()}
-    return {"": tuple(np.shape(first))}
+    compilation = Compilation(model, cfg, replace(opts, quant=quant), calibrate, progress, started)
+    for step in PIPELINE:
+        if opts.target in step.targets:
+            step.run(compilation)
+    return compilation.module()
 
 
 def _record_gpu_kernels(graph: Graph, nodes: list[str] | None) -> dict[str, Any]:

@@ -261,16 +261,9 @@ class PynqDevice:
         return "; the functional model runs it to FINISH (the accelerator is stuck or slower than the timeout)"
 
 
-def _simulated_board(config: HwConfig, **options) -> PynqDevice:
-    from vtakit.fpga.simboard import simulated_pynq
-
-    return simulated_pynq(config, **options)
-
-
 def _register() -> None:
     from vtakit.devices import register_device
 
-    register_device("pynq-sim", _simulated_board, description="the PYNQ driver on the simulated board (RTL)")
     register_device("pynq", PynqDevice, description="a PYNQ board through pynq's API")
 
 

@@ -25,6 +25,7 @@ from pynq.buffer import PynqBuffer
 
 from vtakit.errors import DeviceError
 from vtakit.hw.boards import ZYNQ, BoardPreset, board as board_preset, board_for
+from vtakit.fpga.driver import PynqDevice
 from vtakit.fpga.hwh import hwh_text
 from vtakit.fpga.overlay import (bit_part_code, overlay_files, read_bit_header, read_sidecar, sidecar_dict,
                                  sim_bit_data, simulated_config, write_bit)
@@ -283,8 +284,6 @@ def sim_overlay_dir(cfg: HwConfig) -> Path:
 def simulated_pynq(cfg: HwConfig, board: str | BoardPreset | None = None, *, flavour: str = VTAKIT,
                    cma_bytes: int = 128 << 20, hang_cycles: int = 200_000, **driver_args):
     """A PynqDevice on a SimBoard with a simulated overlay for `cfg` (what `--device pynq-sim` runs)."""
-    from vtakit.fpga.driver import PynqDevice
-
     preset = board_preset(board) if board is not None else board_for(cfg)
     bit = write_sim_overlay(sim_overlay_dir(cfg), preset, cfg, flavour)
     sim = SimBoard(preset, cma_bytes=cma_bytes, hang_cycles=hang_cycles)

@@ -21,6 +21,7 @@ import numpy as np
 
 from vtakit.errors import ConfigError
 from vtakit.isa.config_io import read_json as _read_json, show as _show
+from vtakit.isa.fields import check_layouts
 from vtakit.isa.opcodes import MemId
 
 _INT_DTYPES = {8: np.int8, 16: np.int16, 32: np.int32}
@@ -401,8 +402,6 @@ def _validate(cfg: HwConfig) -> None:
     for name, limit in _INT_LIMITS.items():
         if getattr(cfg, name) > limit:
             raise ConfigError(f"{getattr(cfg, name):,} is beyond the limit of {limit:,}", field=name)
-
-    from vtakit.isa.fields import check_layouts  # late import: layouts read this config
 
     check_layouts(cfg)
 

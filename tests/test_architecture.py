@@ -1,5 +1,6 @@
-"""The layering the README's map promises: packages import each other without cycles, and every
-place that names devices reads them from the one registry."""
+"""The house rules: modules import each other without circles, layers keep their direction, modules
+stay within a line budget, the layer folders are packages under the import root, and every place that
+names devices reads them from the one registry."""
 
 from __future__ import annotations
 
@@ -21,7 +22,6 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = {"vtakit", "vtakit.errors", "vtakit.devices"}   # the import root's small shared modules
 
 
 def _package_dirs() -> dict[str, Path]:
@@ -44,40 +44,140 @@ def _layer(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Layer -> layers it imports (module-level and function-level imports alike)."""
-    edges: dict[str, set[str]] = defaultdict(set)
-    for package, folder in _package_dirs().items():
-        for path in folder.glob("*.py"):
-            source = _layer(package) if package != "vtakit" else f"vtakit.{path.stem}"
-            for node in ast.walk(ast.parse(path.read_text())):
-                names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module
-                         else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
-                for name in names:
-                    target = _layer(name)
-                    if name.startswith("vtakit.") and target != source and target not in SHARED:
-                        edges[source].add(target)
-    return edges
+def _module_files() -> dict[str, Path]:
+    """Every module under the import root, by import name (a package by its __init__.py)."""
+    out = {}
+    for path in _walk(ROOT / "vtakit"):
+        if path.suffix == ".py":
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
 
 
-def test_layers_import_each_other_without_cycles():
-    edges = import_graph()
-    seen, stack = set(), []
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """ids of the import nodes under `if TYPE_CHECKING:` (annotations only: never run)."""
+    skip = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip |= {id(n) for part in node.body for n in ast.walk(part)}
+    return skip
 
-    def visit(node: str) -> None:
-        if node in stack:
-            raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(node):] + [node]))
-        if node in seen:
-            return
-        stack.append(node)
-        for target in sorted(edges.get(node, ())):
-            visit(target)
-        stack.pop()
-        seen.add(node)
 
-    for node in sorted(edges):
-        visit(node)
-    assert "vtakit.hw" not in edges["vtakit.sim"] and "vtakit.fpga" not in edges["vtakit.compiler"]
+def _imports(module: str, path: Path, modules: dict[str, Path]):
+    """(imported vtakit module, line, inside a function) for every import `module` runs."""
+    tree = ast.parse(path.read_text())
+    skip = _type_checking_only(tree)
+    in_function = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   for n in ast.walk(f)}
+
+    def resolve(name: str) -> str:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name
+
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+                base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+            names = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        for name in names:
+            target = resolve(name) if name.startswith("vtakit") else ""
+            if target and target != module:
+                yield target, node.lineno, id(node) in in_function
+
+
+def module_graph() -> dict[str, dict[str, int]]:
+    """Module -> {module it imports: line}, module-level and function-level imports alike."""
+    modules = _module_files()
+    graph: dict[str, dict[str, int]] = {m: {} for m in modules}
+    for module, path in modules.items():
+        for target, line, _ in _imports(module, path, modules):
+            graph[module].setdefault(target, line)
+    return graph
+
+
+def _cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(graph[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            for target in targets:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(graph[target])))
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_no_module_imports_itself_through_others():
+    """No circle among modules, function-level imports included (a circle hidden inside a function still
+    ties the modules together); `if TYPE_CHECKING:` imports are annotations and do not count."""
+    graph = module_graph()
+    described = []
+    for component in _cycles(graph):
+        members = set(component)
+        edges = [f"{a} -> {b} (line {graph[a][b]})" for a in component for b in graph[a] if b in members]
+        described.append(f"{len(component)} modules: " + "; ".join(edges))
+    assert not described, "import circles:\n" + "\n".join(described)
+
+
+def test_layers_keep_their_direction():
+    """The simulators never need the RTL, and the compiler never needs the board."""
+    layers: dict[str, set[str]] = defaultdict(set)
+    for module, targets in module_graph().items():
+        layers[_layer(module)] |= {_layer(t) for t in targets}
+    assert "vtakit.hw" not in layers["vtakit.sim"] and "vtakit.fpga" not in layers["vtakit.compiler"]
+    library = {layer: t for layer, t in layers.items() if layer not in ("vtakit.cli", "vtakit.__main__")}
+    assert not [layer for layer, t in library.items() if "vtakit.cli" in t], "the library imports its CLI"
+
+
+MAX_MODULE_LINES = 550
+MAX_TOTAL_LINES = 36_000   # the library (tests and benchmarks aside); raise it on purpose, not by drift
+
+
+def test_line_budget():
+    """Modules stay readable (tinygrad keeps a line budget in CI; so do we)."""
+    sizes = {m: p.read_text().count("\n") for m, p in _module_files().items()}
+    too_long = {m: n for m, n in sizes.items() if n > MAX_MODULE_LINES}
+    assert not too_long, f"modules over {MAX_MODULE_LINES} lines: {too_long}"
+    assert sum(sizes.values()) <= MAX_TOTAL_LINES, f"{sum(sizes.values()):,} lines in all"
 
 
 def test_the_registry_knows_every_device_and_the_cli_offers_them():

@@ -25,7 +25,7 @@ ACCELERATOR = "accelerator"
 HOST = "host"
 
 # Modules that call register_device when imported, loaded on the first lookup.
-_PROVIDERS = ("vtakit.sim.device", "vtakit.hw.device", "vtakit.fpga.driver", "vtakit.compiler.module.compiled")
+_PROVIDERS = ("vtakit.sim.device", "vtakit.hw.device", "vtakit.fpga.driver", "vtakit.fpga.simulated_device", "vtakit.compiler.module.compiled")
 
 
 @dataclass(frozen=True)

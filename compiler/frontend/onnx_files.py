@@ -20,6 +20,7 @@ from typing import Iterator
 from vtakit.errors import CompileError
 from vtakit.compiler.frontend import limits
 from vtakit.compiler.frontend.limits import Budget, check_tensor, human
+from vtakit.compiler.frontend.onnx_types import onnx_dtype
 
 
 def read_model_file(path) -> bytes:
@@ -139,8 +140,6 @@ _PACKED_4BIT = _packed_4bit()
 
 
 def _known_dtype(tensor) -> str | None:
-    from vtakit.compiler.frontend.onnx_import import onnx_dtype
-
     return onnx_dtype(tensor.data_type)
 
 

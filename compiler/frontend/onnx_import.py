@@ -29,7 +29,7 @@ from vtakit.compiler.ops import IMPORTS, ONNX_PRECISION, OPS, Precision, onnx_de
 from vtakit.compiler.ops.onnx_reference import NONDETERMINISTIC, attrs_to_ir, convert_generic, evaluate, implemented
 from vtakit.compiler.frontend.limits import Budget, check_fold, check_live_activations, check_tensor, tensor_cost
 from vtakit.compiler.frontend.onnx_files import check_and_load, read_model_file
-from vtakit.compiler.frontend.onnx_types import check_declared_type, check_node_types, output_types
+from vtakit.compiler.frontend.onnx_types import NATIVE_DTYPES, check_declared_type, check_node_types, onnx_dtype, output_types
 from vtakit.compiler.ops.shapes import infer
 from vtakit.compiler.ops.quant import fold_dequantize
 
@@ -53,24 +53,6 @@ arithmetic the accelerator exists for (conv, dense, same-shape add), float-only 
 (softmax, averaging, a free-standing Mul, batch norm, QDQ arithmetic and every generic op).
 `quantize.precision_plan` reads it through `ops.precision_of`; `Constant` is absent: it becomes a
 constant, not a node."""
-_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
-           10: "float16", 11: "float64", 12: "uint32", 13: "uint64"}
-NATIVE_DTYPES = frozenset(_DTYPES.values())
-"""Element types the families' host code (llvmlite, numpy) computes in; a node reading any other
-(bfloat16, float8, int4/int2, float4, string: `onnx_dtype`) runs through onnx.reference."""
-
-
-def onnx_dtype(elem_type: int) -> str | None:
-    """The numpy dtype name of an ONNX element type (ml_dtypes' for bfloat16, float8, int4, ...;
-    'object' for strings), None for types that are not tensors of numbers, bools or strings."""
-    import onnx
-
-    if elem_type in _DTYPES:
-        return _DTYPES[elem_type]
-    try:
-        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
-    except (KeyError, TypeError, ValueError):
-        return None
 FOLD_LIMIT = 1 << 27  # never materialise a folded constant bigger than this many elements at import
 
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import numpy as np
+
 from vtakit.errors import CompileError
 
 
 @lru_cache(maxsize=None)
 def _onnx_type_strs() -> dict[str, str]:
     """numpy dtype name -> ONNX type string ("float32" -> "tensor(float)")."""
-    import numpy as np
     import onnx
 
     out: dict[str, str] = {}
@@ -167,3 +168,23 @@ def check_declared_type(value_info, computed: str) -> None:
         shown = names.get(declared, f"element type {declared}")
         raise CompileError(f"graph output {value_info.name!r} is declared {shown} but computed as {computed} "
                            f"(onnxruntime refuses the model)")
+
+
+_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
+           10: "float16", 11: "float64", 12: "uint32", 13: "uint64"}
+NATIVE_DTYPES = frozenset(_DTYPES.values())
+"""Element types the families' host code (llvmlite, numpy) computes in; a node reading any other
+(bfloat16, float8, int4/int2, float4, string: `onnx_dtype`) runs through onnx.reference."""
+
+
+def onnx_dtype(elem_type: int) -> str | None:
+    """The numpy dtype name of an ONNX element type (ml_dtypes' for bfloat16, float8, int4, ...;
+    'object' for strings), None for types that are not tensors of numbers, bools or strings."""
+    import onnx
+
+    if elem_type in _DTYPES:
+        return _DTYPES[elem_type]
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except (KeyError, TypeError, ValueError):
+        return None

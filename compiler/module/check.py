@@ -20,7 +20,7 @@ import numpy as np
 from vtakit.errors import CompileError, ConfigError, VtaError
 from vtakit.compiler.ir import Graph, Node, TensorInfo
 from vtakit.compiler.passes.lower import ActBuffer, VtaTask
-from vtakit.compiler.module.compiled import HOSTS
+from vtakit.compiler.options import HOSTS, TARGETS
 from vtakit.compiler.module.dram_plan import DramPlan
 from vtakit.compiler.module.notes import CompileNotes
 from vtakit.compiler.backends.vta.program import Program, TensorSpec
@@ -28,7 +28,6 @@ from vtakit.isa.config import HwConfig
 from vtakit.isa.fields import mem_layout
 from vtakit.isa.opcodes import MemId, Opcode
 
-TARGETS = ("vta",) + HOSTS
 MAX_DIM = 1 << 31
 MAX_RANK = 8
 MAX_BUFFER = 1 << 40
@@ -261,12 +260,12 @@ def check_graph(path, g: Graph) -> None:
 
 
 def _check_task(path, module, t: VtaTask) -> None:
-    from vtakit.compiler.ops import op_def
+    from vtakit.compiler.backends.vta.graph_ops import lowering_rule
     from vtakit.compiler.backends.vta.packing import ReductionPacking
 
     cfg, p = module.config, t.program
     node = module.graph.node(t.node)
-    if t.op != node.op or op_def(node.op, node).lower is None:
+    if t.op != node.op or lowering_rule(node) is None:
         raise _Invalid(f"op {t.op[:40]!r} is not the node's accelerator op {node.op!r}")
     if p.output not in t.acts or set(t.bind) != set(p.tensors) or not set(t.acts) <= set(p.tensors):
         raise _Invalid("the bindings do not match the program's tensors")
@@ -310,8 +309,7 @@ def _check_task(path, module, t: VtaTask) -> None:
 
 def _check_plan(path, module) -> None:
     """The stored plan must be the one the compiler makes for these buffers (same order of constants)."""
-    from vtakit.compiler.pipeline import _liveness
-    from vtakit.compiler.module.dram_plan import plan_dram
+    from vtakit.compiler.module.dram_plan import liveness, plan_dram
     from vtakit.isa.fields import INSN_BYTES
 
     plan, vta = module.plan, module.vta_tasks()
@@ -322,7 +320,7 @@ def _check_plan(path, module) -> None:
     if set(fixed_keys) != set(module.consts) | set(code) or len(code) != len(vta):
         raise _Invalid("its constant and code buffers are not the module's")
     fixed = {k: module.consts[k].size if k in module.consts else code[k] for k in fixed_keys}
-    want = plan_dram(module.config, fixed, _liveness(module.config, module.tasks, module.graph))
+    want = plan_dram(module.config, fixed, liveness(module.config, module.tasks, module.graph))
     if want != plan:
         odd = [k for k in set(want.slots) | set(plan.slots) if want.slots.get(k) != plan.slots.get(k)]
         raise _Invalid(f"not the plan these buffers make under the config (first difference: "

@@ -21,13 +21,14 @@ from vtakit.errors import CompileError, DeviceError
 from vtakit.compiler.ir import Graph, TensorInfo
 from vtakit.compiler.passes.lower import VtaTask
 from vtakit.compiler.module.container import FORMAT, VERSION, read_module, write_module  # noqa: F401
+from vtakit.compiler.module import check
 from vtakit.compiler.module.dram_plan import DramPlan
 from vtakit.compiler.module.notes import CompileNotes
+from vtakit.compiler.options import HOSTS
 from vtakit.compiler.ops.execute import check_feeds
 from vtakit.compiler.module.runner import Binding, RunResult, bind, check_finite, run_module
 from vtakit.isa.config import HwConfig
 
-HOSTS = ("cpu", "cuda")
 
 
 @dataclass
@@ -180,8 +181,6 @@ class CompiledModule:
         skipped with `trust`, for a reviewed module from elsewhere: saving it then signs it here), and
         every field against the stored config (module/check.py).  Anything wrong is one CompileError
         line naming the file and the field."""
-        from vtakit.compiler.module import check
-
         manifest, arrays = read_module(path, max_bytes, trust=trust)
         module = cls(**check.parse(path, manifest, arrays))
         check.check(path, module)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vtakit.compiler.ir import Graph
+from vtakit.compiler.passes.lower import VtaTask
 from vtakit.isa.config import HwConfig
 from vtakit.isa.opcodes import MemId
 from vtakit.isa.arith import round_up
@@ -85,3 +87,30 @@ def plan_dram(cfg: HwConfig, fixed: dict[str, int], activations: dict[str, tuple
     plan.arena_bytes = round_up(plan.const_bytes + act_top, 4096)
     plan.activation_bytes_without_reuse = sum(round_up(s, a) for s, _, _ in activations.values())
     return plan
+
+
+def liveness(cfg: HwConfig, tasks: list, graph: Graph) -> dict[str, tuple[int, int, int]]:
+    """Activation buffer key -> (bytes, first task, last task) from the task order."""
+    spans: dict[str, list[int]] = {}
+    sizes: dict[str, int] = {}
+    produced: dict[str, str] = {}  # tensor -> key of the buffer its accelerator producer writes
+    readers = graph.consumers()
+    index = {t.node if isinstance(t, VtaTask) else t: i for i, t in enumerate(tasks)}
+
+    def touch(key: str, i: int) -> None:
+        span = spans.setdefault(key, [i, i])
+        span[0], span[1] = min(span[0], i), max(span[1], i)
+
+    for i, t in enumerate(tasks):
+        if not isinstance(t, VtaTask):
+            continue
+        for name, buf in t.acts.items():
+            sizes[buf.key] = max(sizes.get(buf.key, 0), t.program.tensors[name].nbytes(cfg))
+            touch(buf.key, i)
+        produced[t.output.tensor] = t.output.key
+    for tensor, key in produced.items():  # the host (or a relayout) reads accelerator results from DRAM
+        for reader in readers.get(tensor, []):
+            touch(key, index[reader.name])
+        if tensor in graph.outputs:
+            touch(key, len(tasks))
+    return {k: (sizes[k], s[0], s[1]) for k, s in spans.items()}

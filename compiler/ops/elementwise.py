@@ -11,9 +11,8 @@ from vtakit.compiler.ir import Graph, Node, TensorInfo
 from vtakit.errors import CompileError
 from typing import Callable
 
-from vtakit.compiler.ops.accel import lower_add, lower_relu
-from vtakit.compiler.ops.registry import OpDef, Precision, acc8_reason, broadcast, contiguous, register, same
-from vtakit.compiler.quant.techniques.wide_residual import WIDE_ADD_REASON, run_wide_add
+from vtakit.compiler.ops.registry import OpDef, Precision, broadcast, contiguous, register, same
+from vtakit.compiler.ops.epilogues import run_wide_add
 
 _F32_MAX = float(np.finfo(np.float32).max)
 
@@ -67,22 +66,6 @@ def _add_form(g: Graph, n: Node) -> bool:
     return a.shape == b.shape and not any(g.is_const(i) for i in n.inputs)
 
 
-def _place_qadd(g: Graph, n: Node, cfg) -> str | None:
-    if acc8_reason(cfg):
-        return acc8_reason(cfg)
-    shapes = {g.tensors[i].shape for i in n.inputs}
-    if len(shapes) != 1 or len(next(iter(shapes))) not in (2, 4):
-        return "broadcasting add"
-    return WIDE_ADD_REASON if "left" in n.attrs else None
-
-
-def _place_relu(g: Graph, n: Node, cfg) -> str | None:
-    if acc8_reason(cfg):
-        return acc8_reason(cfg)
-    x = g.tensors[n.inputs[0]]
-    return None if x.dtype == "int8" and len(x.shape) == 4 else "no accelerator form"
-
-
 def _run_qadd(node: Node, args: list, k) -> object:
     a = node.attrs
     if "left" in a:  # one operand a wide conv's int32 result (graph.wide_residual)
@@ -104,7 +87,7 @@ def _binary(kernel: str, fn) -> "Callable":
 
 register(OpDef("Relu", same, lambda n, a, k: k.relu(a[0]) if getattr(a[0], "dtype", np.float32) in (np.float32, np.int8)
                else contiguous(np.maximum(a[0], 0).astype(a[0].dtype)), Precision.NEUTRAL, ("Relu",), _convert_relu,
-               (1, 6, 13, 14), accel=_place_relu, lower=lower_relu))
+               (1, 6, 13, 14)))
 register(OpDef("Clip", same, _run_clip, Precision.NEUTRAL, ("Clip",), _convert_clip, (1, 6, 11, 12, 13)))
 register(OpDef("Add", infer_binary, _binary("add", np.add), Precision.INT8, ("Add",), convert_binary,
                (1, 6, 7, 13, 14), int8_form=_add_form, int8_op="QAdd", int8_rule="sum"))
@@ -112,4 +95,4 @@ register(OpDef("Mul", infer_binary, _binary("mul", np.multiply), Precision.FLOAT
                (1, 6, 7, 13, 14)))
 register(OpDef("Sub", infer_binary, _binary("sub", np.subtract), Precision.FLOAT, ("Sub",), convert_binary,
                (1, 6, 7, 13, 14)))
-register(OpDef("QAdd", infer_binary, _run_qadd, None, accel=_place_qadd, lower=lower_add))
+register(OpDef("QAdd", infer_binary, _run_qadd, None))

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from vtakit.compiler.quant.techniques.channel_scales import host_epilogue, run_requantized
+from vtakit.compiler.ops.epilogues import host_epilogue, run_requantized
 from vtakit.compiler.ir import Graph, Node, TensorInfo
-from vtakit.compiler.ops.accel import lower_linear
 from vtakit.compiler.ops.onnx_reference import convert_generic, generic_def
 from vtakit.compiler.ops.registry import FLOAT32, OpDef, Precision, broadcast, fail, register, text
 from vtakit.compiler.ops.window import _weights_form
@@ -153,4 +152,4 @@ register(OpDef("MatMul", _infer_matmul, lambda n, a, k: k.matmul(a[0], a[1]), Pr
 register(OpDef("Dense", _infer_dense, _run_dense, Precision.INT8, int8_form=_weights_form, int8_op="QDense",
                int8_rule="weights"))
 generic_def("Einsum", versions=(12,), doc="a (batched) matmul imports as MatMul", convert=_convert_einsum)
-register(OpDef("QDense", _infer_dense, _run_qdense, None, accel=lambda g, n, cfg: None, lower=lower_linear))
+register(OpDef("QDense", _infer_dense, _run_qdense, None))

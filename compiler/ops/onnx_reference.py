@@ -17,7 +17,7 @@ import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.ir import Graph, Node, TensorInfo
-from vtakit.compiler.ops.registry import contiguous, IMPORTS, OPS, OpDef, Precision, register
+from vtakit.compiler.ops.registry import contiguous, IMPORTS, OPS, OpDef, Precision, register, set_generic
 
 GENERIC = ".generic"  # IR name suffix: an op with its own definition, run generically for one node
 NONDETERMINISTIC = ("RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli",
@@ -234,3 +234,6 @@ def generic_def(op_type: str, precision: Precision = Precision.FLOAT, versions: 
         return None
     return register(OpDef(op_type, _infer_generic, _run_generic, precision, (op_type,) if base == op_type else (),
                           convert or convert_generic, versions, kernel="onnx.reference", doc=doc))
+
+
+set_generic(generic_def)

@@ -11,7 +11,16 @@ from vtakit.compiler.backends import cpu
 from vtakit.compiler.ir import Graph, Node, TensorInfo
 from vtakit.compiler.ops.registry import OpDef, Precision, register
 from vtakit.compiler.ops.window import convert_conv
-from vtakit.compiler.quant.qdq import record_weight
+
+QDQ_WEIGHTS_NOTE = "qdq_weights"  # Graph.notes: weight tensor -> how the import dequantized it (quant/qdq.py reads it)
+
+
+def record_weight(graph: Graph, out: str, q: np.ndarray, scale: np.ndarray, zp: np.ndarray, axis: int,
+                  node: str) -> None:
+    """Called by the import for a DequantizeLinear of a constant (or a QLinear op's weights)."""
+    graph.notes.setdefault(QDQ_WEIGHTS_NOTE, {})[out] = dict(
+        node=node, dtype=np.asarray(q).dtype.name, scale=np.asarray(scale, np.float32).reshape(-1),
+        zero_point=np.asarray(zp).reshape(-1), axis=axis % max(np.ndim(q), 1), ndim=int(np.ndim(q)))
 
 
 def quantize_linear(x: np.ndarray, a: dict) -> np.ndarray:

@@ -8,19 +8,18 @@ it).  The passes look ops up by name (`op_def`, `onnx_def`) instead of branching
 op names, so adding an op is one definition in one family module (`ops/*.py`).
 
 An ONNX op that no family defines but `onnx.reference` implements gets a generic
-definition on first use (`ops/reference.py`): correct, slow, float-only host code.
+definition on first use (`ops/onnx_reference.py`, installed with `set_generic`): correct, slow, float-only host code.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
 from vtakit.errors import CompileError
-from vtakit.compiler.backends.vta.te import move_reason
 
 if TYPE_CHECKING:  # pragma: no cover
     from vtakit.compiler.ir import Graph, Node, TensorInfo
@@ -65,7 +64,7 @@ class OpDef:
     int8_rule: str | None = None  # how: "weights" (x * constant w + b, then a shift; folds batch norm and
     # scales into w) or "sum" (operands brought to one scale); both carry a fused activation's clip
     accel: PlaceFn | None = None  # None when the accelerator takes the (quantized) node, else why not
-    lower: Callable[..., Any] | None = None  # (graph, node, cfg, schedule) -> ops.accel.AccelProgram
+    lower: Callable[..., Any] | None = None  # (graph, node, cfg, schedule) -> backends/vta/graph_ops.AccelProgram
     kernel: str = "llvmlite"  # what runs it on the host: llvmlite kernels, numpy, or onnx.reference
     doc: str = ""
     dtypes: tuple[str, ...] = ()  # element types its host kernels read (empty: any native one); a node
@@ -78,6 +77,16 @@ IMPORTS: dict[str, OpDef] = {}
 """ONNX op type -> the definition whose `convert` imports it."""
 ONNX_PRECISION: dict[str, Precision] = {}
 """ONNX op type -> the precision class of what it imports as."""
+
+
+_generic: Callable[[str], "OpDef | None"] | None = None
+"""The fallback for ops no family defines (`ops/onnx_reference.py` installs it with `set_generic`)."""
+
+
+def set_generic(make: Callable[[str], "OpDef | None"]) -> None:
+    """Install the definition maker for ops that no family defines (an op name -> OpDef or None)."""
+    global _generic
+    _generic = make
 
 
 def register(d: OpDef, onnx_precision: dict[str, Precision] | None = None) -> OpDef:
@@ -99,13 +108,27 @@ def register(d: OpDef, onnx_precision: dict[str, Precision] | None = None) -> Op
     return d
 
 
+def accelerate(name: str, place: PlaceFn, lower: Callable[..., Any]) -> OpDef:
+    """Attach an accelerator backend's placement and lowering rules to a registered op (the backend
+    imports the registry, never the other way round)."""
+    old = OPS.get(name)
+    if old is None:
+        raise ValueError(f"op {name!r} is not registered")
+    if old.accel is not None or old.lower is not None:
+        raise ValueError(f"op {name!r} already has accelerator rules")
+    new = replace(old, accel=place, lower=lower)
+    OPS[name] = new
+    for onnx_op, d in IMPORTS.items():
+        if d is old:
+            IMPORTS[onnx_op] = new
+    return new
+
+
 def op_def(name: str, node: "Node | None" = None) -> OpDef:
     """The definition of an IR op; an ONNX op known only to onnx.reference gets its generic one."""
     d = OPS.get(name)
-    if d is None:
-        from vtakit.compiler.ops.onnx_reference import generic_def
-
-        d = generic_def(name)
+    if d is None and _generic is not None:
+        d = _generic(name)
     if d is None:
         raise CompileError("no definition for this op", node=node.name if node else None, op=name)
     return d
@@ -114,10 +137,8 @@ def op_def(name: str, node: "Node | None" = None) -> OpDef:
 def onnx_def(op_type: str) -> OpDef | None:
     """The definition importing an ONNX op type, or None when neither a family nor onnx.reference has it."""
     d = IMPORTS.get(op_type)
-    if d is None:
-        from vtakit.compiler.ops.onnx_reference import generic_def
-
-        d = generic_def(op_type)
+    if d is None and _generic is not None:
+        d = _generic(op_type)
     return d
 
 
@@ -178,10 +199,4 @@ def auto_pad(at: dict) -> str:
     if value not in AUTO_PADS:
         raise ValueError(f"auto_pad {value[:40]!r} is not one of {', '.join(AUTO_PADS)}")
     return value
-
-
-def acc8_reason(cfg) -> str | None:
-    """Why an op that loads int8 tensors into the accumulator cannot run on `cfg` (None if it can):
-    by LOAD.ACC8, or on VTA's hardware by an INP load and an identity GEMM."""
-    return move_reason(cfg)
 

@@ -5,11 +5,10 @@ normalised once (auto_pad resolved against the input size)."""
 
 from __future__ import annotations
 
-from vtakit.compiler.quant.techniques.channel_scales import host_epilogue, run_requantized
-from vtakit.compiler.quant.techniques.wide_residual import WIDE_CONV_REASON, run_wide_conv
+from vtakit.compiler.ops.epilogues import host_epilogue, run_requantized
+from vtakit.compiler.ops.epilogues import run_wide_conv
 from vtakit.compiler.ir import Graph, Node, TensorInfo
-from vtakit.compiler.ops.accel import lower_maxpool, lower_qconv, place_depthwise
-from vtakit.compiler.ops.registry import FLOAT32, FLOAT32_INT8, OpDef, auto_pad, Precision, acc8_reason, fail, register
+from vtakit.compiler.ops.registry import FLOAT32, FLOAT32_INT8, OpDef, auto_pad, Precision, fail, register
 from vtakit.isa.arith import ceil_div
 
 
@@ -140,17 +139,6 @@ def _weights_form(g: Graph, n: Node) -> bool:
     return g.is_const(n.inputs[1]) and all(g.is_const(i) for i in n.inputs[2:] if i) and not g.is_const(n.inputs[0])
 
 
-def _place_qconv(g: Graph, n: Node, cfg) -> str | None:
-    a = n.attrs
-    if a["dilations"] != (1, 1) and list(a["dilations"]) != [1, 1]:
-        return "dilated convolution"
-    if a["strides"][0] != a["strides"][1]:
-        return "different strides along H and W"
-    if a["group"] != 1:
-        return place_depthwise(g, n, cfg)
-    return WIDE_CONV_REASON if "wide" in a and "residual" not in a else None
-
-
 # ---------------------------------------------------------------------------------------- pooling
 def _convert_pool(imp, n, name: str, at: dict) -> None:
     from vtakit.compiler.ops.onnx_reference import convert_generic
@@ -191,21 +179,6 @@ def _run_avgpool(node: Node, args: list, k) -> object:
                         count_include_pad=a["count_include_pad"], ceil_mode=a["ceil_mode"])
 
 
-def _place_maxpool(g: Graph, n: Node, cfg) -> str | None:
-    if g.tensors[n.inputs[0]].dtype != "int8":
-        return "no accelerator form"
-    if acc8_reason(cfg):
-        return acc8_reason(cfg)
-    a = n.attrs
-    k, st, pads = a["kernel"], a["strides"], a["pads"]
-    if k[0] != k[1] or st[0] != st[1] or len(set(pads)) != 1 or a.get("ceil_mode") \
-            or tuple(a.get("dilations", (1, 1))) != (1, 1):
-        return "non-square, dilated, ceil-mode or asymmetric pooling"
-    if pads[0] >= k[0]:
-        return "padding as large as the window"
-    return None
-
-
 def _convert_plain(imp, n, name: str, at: dict) -> None:
     if _not_2d(imp, n, name, at):
         return
@@ -221,9 +194,9 @@ def _infer_gap(node: Node, g: Graph) -> list[TensorInfo]:
 
 register(OpDef("Conv", _infer_conv, _run_conv, Precision.INT8, ("Conv",), convert_conv, (1, 11, 22),
                int8_form=_weights_form, dtypes=FLOAT32, int8_op="QConv", int8_rule="weights"))
-register(OpDef("QConv", _infer_conv, _run_qconv, None, accel=_place_qconv, lower=lower_qconv))
+register(OpDef("QConv", _infer_conv, _run_qconv, None))
 register(OpDef("MaxPool", _infer_pool, _run_maxpool, Precision.NEUTRAL, ("MaxPool",), _convert_pool,
-               (1, 8, 10, 11, 12, 22), accel=_place_maxpool, lower=lower_maxpool, dtypes=FLOAT32_INT8))
+               (1, 8, 10, 11, 12, 22), dtypes=FLOAT32_INT8))
 register(OpDef("AveragePool", _infer_pool, _run_avgpool, Precision.FLOAT, ("AveragePool",), _convert_pool,
                (1, 7, 10, 11, 19, 22), dtypes=FLOAT32))
 register(OpDef("GlobalAveragePool", _infer_gap, lambda n, a, k: k.global_avg_pool(a[0]), Precision.FLOAT,

@@ -18,7 +18,7 @@ pass of its own.  Pools the accelerator form does not take (placed on the host) 
 from __future__ import annotations
 
 from vtakit.compiler.ir import Graph, Node
-from vtakit.compiler.ops.accel import pool_fusion_reason
+from vtakit.compiler.backends.vta.graph_ops import pool_fusion_reason
 from vtakit.compiler.quant.techniques.wide_residual import WIDE_ADD_REASON, WIDE_CONV_REASON
 from vtakit.isa.config import HwConfig
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.ir import Graph, Node
-from vtakit.compiler.ops import op_def
+from vtakit.compiler.backends.vta.graph_ops import lowering_rule
 from vtakit.compiler.backends.vta.lowering import IDENTITY, ONES, identity_weight, ones_input
 from vtakit.compiler.backends.vta.program import Program
 from vtakit.isa.config import HwConfig
@@ -62,12 +62,12 @@ def _block(cfg: HwConfig, mem: MemId) -> int:
 
 def lower_node(g: Graph, n: Node, cfg: HwConfig, consts: dict[str, np.ndarray],
                schedule: dict | None = None) -> VtaTask:
-    """Compile one accelerator node through its op's `lower` rule (the registry); packed constants are
+    """Compile one accelerator node through its op's lowering rule (backends/vta/graph_ops.py); packed constants are
     added to `consts` (key -> uint8 bytes)."""
-    d = op_def(n.op, n)
-    if d.lower is None:
+    lower = lowering_rule(n)
+    if lower is None:
         raise CompileError("the accelerator has no task for this op", node=n.name, op=n.op)
-    lowered = d.lower(g, n, cfg, schedule)
+    lowered = lower(g, n, cfg, schedule)
     op, used, const_inputs, act_inputs, macs = (lowered.op, lowered.schedule, lowered.consts, lowered.acts,
                                                 lowered.macs)
     program = op.program()

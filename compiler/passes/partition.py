@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from vtakit.errors import CompileError
 from vtakit.compiler.ir import Graph, Node
-from vtakit.compiler.ops import op_def
+from vtakit.compiler.backends.vta.graph_ops import accelerator_reason
 from vtakit.isa.config import HwConfig
 
 PLACES = ("vta", "host")
@@ -32,15 +32,6 @@ class PartitionOptions:
         for what in ("first_conv", "classifier"):
             if getattr(self, what) not in PLACES:
                 raise CompileError(f"partition option {what} must be 'vta' or 'host', got {getattr(self, what)!r}")
-
-
-def accelerator_reason(g: Graph, n: Node, cfg: HwConfig) -> str | None:
-    """None when the accelerator can run the node, else why not (shown in the report): the op's
-    registry placement rule (`OpDef.accel`)."""
-    d = op_def(n.op, n)
-    if d.accel is None:
-        return "no accelerator form"
-    return d.accel(g, n, cfg)
 
 
 def partition(g: Graph, cfg: HwConfig, options: PartitionOptions | None = None) -> dict[str, str]:

@@ -36,8 +36,8 @@ from vtakit.errors import CompileError
 from vtakit.compiler.quant.techniques import fixed_point
 from vtakit.compiler.quant.techniques.channel_scales import CHANNEL_SPREAD, finest_allowed
 from vtakit.compiler.ir import Graph
-
-NOTE_KEY = "qdq_weights"  # Graph.notes: weight tensor -> how the import dequantized it
+from vtakit.compiler.ops.quant import QDQ_WEIGHTS_NOTE
+from vtakit.compiler.quant.quantize import EXP_RANGE, FLOAT_SCALE_KEY
 
 
 @dataclass(frozen=True)
@@ -60,14 +60,6 @@ def scale_exponent(scale: float, node: str, op: str) -> Exponent:
     if 2.0 ** -(e + 1) >= scale:  # log2 rounding just below an exact power of two
         e += 1
     return Exponent(e, float(2.0 ** -e / scale))
-
-
-def record_weight(graph: Graph, out: str, q: np.ndarray, scale: np.ndarray, zp: np.ndarray, axis: int,
-                  node: str) -> None:
-    """Called by the import for a DequantizeLinear of a constant (or a QLinear op's weights)."""
-    graph.notes.setdefault(NOTE_KEY, {})[out] = dict(
-        node=node, dtype=np.asarray(q).dtype.name, scale=np.asarray(scale, np.float32).reshape(-1),
-        zero_point=np.asarray(zp).reshape(-1), axis=axis % max(np.ndim(q), 1), ndim=int(np.ndim(q)))
 
 
 @dataclass(frozen=True)
@@ -106,14 +98,8 @@ def _weight_key(w: np.ndarray) -> tuple:
     return a.shape, hash(a.tobytes())
 
 
-def _exp_range() -> tuple[int, int]:
-    from vtakit.compiler.quant.quantize import EXP_RANGE  # quantize imports this module
-
-    return EXP_RANGE
-
-
 def _in_range(e: int) -> bool:
-    lo, hi = _exp_range()
+    lo, hi = EXP_RANGE
     return lo <= e <= hi
 
 
@@ -123,7 +109,7 @@ def _channel_exponents(exps: list[Exponent], scale) -> tuple[np.ndarray, np.ndar
     float scales with the coarsened channels at their power of two; the worst step ratio among the channels
     kept; how many were coarsened."""
     raw = np.array([x.exp for x in exps], np.int64)
-    e = np.minimum(raw, min(finest_allowed(raw), _exp_range()[1]))
+    e = np.minimum(raw, min(finest_allowed(raw), EXP_RANGE[1]))
     kept = raw == e
     worst = max((x.ratio for x, k in zip(exps, kept) if k), default=1.0)
     return e, np.where(kept, np.asarray(scale, np.float64), 2.0 ** -e.astype(np.float64)), worst, int(np.sum(~kept))
@@ -151,7 +137,7 @@ def read_scales(graph: Graph) -> QdqScales:
         out.act[t] = ex.exp
         if not ex.exact:
             out.inexact[t] = max(ex.ratio, out.inexact.get(t, 1.0))
-    for name, rec in graph.notes.get(NOTE_KEY, {}).items():
+    for name, rec in graph.notes.get(QDQ_WEIGHTS_NOTE, {}).items():
         if name in graph.consts:
             _read_weight(out, name, graph.consts[name], rec)
     for t, r in sorted(out.inexact.items()):
@@ -253,10 +239,6 @@ def weight_roundtrip(scales: QdqScales, fallback, float_scales: bool = False):
         return np.clip(np.rint(w.astype(np.float64) * 2.0 ** e), -127, 127) * 2.0 ** -e
 
     return roundtrip
-
-
-FLOAT_SCALE_KEY = "qdq_scale"
-"""Weight cache key (FLOAT_SCALE_KEY, node): the model's float weight scales `quantize` keeps with multipliers."""
 
 
 def seed_weight_cache(g: Graph, scales: QdqScales, cache: dict, weight_nodes,

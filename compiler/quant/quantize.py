@@ -56,7 +56,6 @@ import numpy as np
 from vtakit.errors import CompileError
 from vtakit.compiler.quant.techniques.channel_scales import channel_attr, fit_bias, weight_exps
 from vtakit.compiler.quant.techniques import fixed_point
-from vtakit.compiler.quant.qdq import FLOAT_SCALE_KEY
 from vtakit.compiler.ops.execute import check_feeds, run_graph
 from vtakit.compiler.ir import Graph, Node, TensorInfo
 from vtakit.compiler.frontend.onnx_import import PRECISION
@@ -67,6 +66,8 @@ from vtakit.compiler.quant.techniques.wide_residual import reader_output, wide_p
 SAME_SCALE_OPS = tuple(op for op, c in PRECISION.items() if c is Precision.NEUTRAL)
 """int8 ops whose output keeps the input's scale: the precision-neutral ones."""
 EXP_RANGE = (-16, 30)
+FLOAT_SCALE_KEY = "qdq_scale"
+"""Weight cache key (FLOAT_SCALE_KEY, node): a QDQ model's float weight scales kept with multipliers (quant/qdq.py)."""
 REQUANT_NOTE = "requant"
 """The graph note naming the conv/dense requantization scheme `quantize` applies ("pow2", "multiplier")."""
 POW2_NODES_NOTE = "pow2_nodes"

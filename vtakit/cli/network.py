@@ -291,8 +291,9 @@ def _keep_float(spec: str) -> tuple[str, ...]:
 def cmd_accuracy(args) -> int:
     """`report MODEL --accuracy`: the float and int8 graphs side by side, per layer."""
     from vtakit.compiler.quant.accuracy import accuracy_report
-    from vtakit.compiler.pipeline import first_sample_shapes, optimize
-    from vtakit.compiler.quant.recipe import float_and_int8_auto
+    from vtakit.compiler.pipeline import optimize
+    from vtakit.compiler.quant.int8 import first_sample_shapes
+    from vtakit.compiler.quant.recipe_search import float_and_int8_auto
     from vtakit.isa.config import HwConfig
     from vtakit.compiler.frontend.onnx_import import import_onnx
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from vtakit.compiler.backends import cpu
 
 CHANNEL_SPREAD = 15
 """The most the weight exponents of one layer may differ: VTA's SHR reads amounts -16..15."""
@@ -107,42 +106,3 @@ def channel_attr(values: np.ndarray) -> int | tuple[int, ...]:
     if np.all(values == values[0]):
         return int(values[0])
     return tuple(int(v) for v in values)
-
-
-def requantize_channels(acc: np.ndarray, shifts: int | tuple[int, ...], clip: tuple[int, int],
-                        multiplier: tuple[int, ...] | None = None, pre_shift: int = 0) -> np.ndarray:
-    """The host's per-channel epilogue on an int32 NC.. accumulator: arithmetic shift right of
-    channel c by shifts[c], clip, int8 (the accelerator's SHR-by-vector, MIN, MAX).  With a
-    `multiplier` (fixed_point.py) first >> pre_shift and times multiplier[c], wrapping at 32 bits
-    like the ALU's MUL."""
-    per = (1, -1) + (1,) * (acc.ndim - 2)
-    x = np.asarray(acc, np.int32).astype(np.int64)
-    if multiplier is not None:
-        x = ((x >> pre_shift) * np.asarray(multiplier, np.int64).reshape(per)).astype(np.int32).astype(np.int64)
-    s = np.asarray(shifts, np.int64).reshape(per) if isinstance(shifts, tuple) else int(shifts or 0)
-    lo, hi = clip
-    return np.clip(x >> s, lo, hi).astype(np.int8)
-
-
-def on_host(kernels, fn, args: list, shape: tuple[int, ...], dtype) -> object:
-    """fn on numpy arrays for either host backend: GPU arrays are read back and the result returned to the
-    GPU (`kernels.host` / `kernels.device`); at GPU compile time (no data, nothing launched) a placeholder."""
-    if kernels is not cpu and hasattr(kernels, "host"):
-        from vtakit.compiler.backends.cuda.record import Recorder
-
-        if isinstance(kernels.backend, Recorder):
-            return kernels.backend.empty(shape, dtype)
-        return kernels.device(np.ascontiguousarray(fn(*[kernels.host(a) for a in args])))
-    return fn(*args)
-
-
-def run_requantized(acc, attrs: dict, kernels):
-    """`requantize_channels` with a QConv/QDense's attributes for either host backend (`on_host`)."""
-    args = (attrs["shift"], tuple(attrs["clip"]), attrs.get("multiplier"), attrs.get("pre_shift", 0))
-    return on_host(kernels, lambda a: requantize_channels(a, *args), [acc], tuple(acc.shape), np.int8)
-
-
-def host_epilogue(attrs: dict) -> bool:
-    """Whether a QConv/QDense runs its requantization after the int32 kernel on the host (per-channel
-    shifts or multipliers) rather than inside it (one immediate shift)."""
-    return isinstance(attrs.get("shift"), tuple) or "multiplier" in attrs

@@ -10,7 +10,7 @@ activations keep their power-of-two exponents) and the factor f[c] becomes
 on the accelerator: an immediate SHR by p common to the layer, one MUL by the per-channel vector M (a
 tensor operand in the accumulator buffer, loaded once per output-channel tile like the shift vector),
 the SHR by n (an immediate common part and a vector, `te.split_channel_shift`), then the clip.  The
-host computes the same integers (`channel_scales.requantize_channels`).
+host computes the same integers (`ops/epilogues.requantize_channels`).
 
 Why the widths: the ALU multiplies int32 by int32 and keeps the low 32 bits, so a product must stay
 inside int32 for every input the layer can see, not only the calibrated ones (a wrapped product is a

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vtakit.compiler.quant.techniques.channel_scales import channel_attr, on_host
+from vtakit.compiler.quant.techniques.channel_scales import channel_attr
 from vtakit.compiler.ir import Graph, Node
 from vtakit.compiler.backends.vta.te import IDENTITY_BITS, move_reason
 from vtakit.compiler.options import WideResidualMode
@@ -128,44 +128,6 @@ def widen(g: Graph, w_q: np.ndarray, bias_q: np.ndarray, attrs: dict,
     wide = {key: v for key, v in attrs.items() if key != "clip"}
     wide.update(shift=channel_attr(shifts - k), wide=k)
     return k, bias_q + half(k), wide
-
-
-def requantize_wide(acc: np.ndarray, attrs: dict) -> np.ndarray:
-    """The wide conv's epilogue on the host: the accelerator's (acc + bias') [>> p, * M] >> shift, int32."""
-    per = (1, -1) + (1,) * (acc.ndim - 2)
-    x = np.asarray(acc, np.int32).astype(np.int64)
-    if "multiplier" in attrs:
-        x = ((x >> attrs["pre_shift"]) * np.asarray(attrs["multiplier"], np.int64).reshape(per)).astype(np.int32)
-        x = x.astype(np.int64)
-    shift = attrs["shift"]
-    s = np.asarray(shift, np.int64).reshape(per) if isinstance(shift, tuple) else int(shift)
-    return (x >> s).astype(np.int32)
-
-
-def add_wide(a: np.ndarray, b: np.ndarray, left: tuple[int, int], shift: int, clip: tuple[int, int]) -> np.ndarray:
-    """clip(((a << left[0]) + (b << left[1])) >> shift) as int8: the wide QAdd (a or b int32)."""
-    x = (np.asarray(a).astype(np.int64) << left[0]) + (np.asarray(b).astype(np.int64) << left[1])
-    return np.clip(x >> shift, clip[0], clip[1]).astype(np.int8)
-
-
-def run_wide_conv(node: Node, acc, kernels, residual=None) -> object:
-    """A wide QConv on the host after its int32 kernel: the wide result, or with a fused residual add
-    (graph.fusion) the add's int8 sum."""
-    a = node.attrs
-    if residual is None:
-        return on_host(kernels, lambda x: requantize_wide(x, a), [acc], tuple(acc.shape), np.int32)
-    shift, clip = a["residual"]
-    left = (0, int(a.get("residual_bits", 0)))
-    return on_host(kernels, lambda x, r: add_wide(requantize_wide(x, a), r, left, shift, tuple(clip)),
-                   [acc, residual], tuple(acc.shape), np.int8)
-
-
-def run_wide_add(node: Node, args: list, kernels) -> object:
-    """An unfused wide QAdd on the host."""
-    a = node.attrs
-    left, shift, clip = tuple(a["left"]), int(a.get("shift") or 0), tuple(a.get("clip", (-128, 127)))
-    return on_host(kernels, lambda x, y: add_wide(x, y, left, shift, clip), list(args[:2]),
-                   tuple(args[0].shape), np.int8)
 
 
 def reader_output(g: Graph, tensor: str, readers: dict[str, list[Node]] | None = None) -> str:

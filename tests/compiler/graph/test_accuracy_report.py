@@ -9,7 +9,8 @@ import pytest
 from vtakit.cli import main
 from vtakit.compiler import zoo
 from vtakit.compiler.quant.accuracy import accuracy_report, compare
-from vtakit.compiler.pipeline import compile_module, float_and_int8, optimize
+from vtakit.compiler.pipeline import compile_module, optimize
+from vtakit.compiler.quant.int8 import float_and_int8
 from vtakit.compiler.frontend.onnx_import import import_onnx
 from vtakit.errors import CompileError
 

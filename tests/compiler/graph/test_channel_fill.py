@@ -7,7 +7,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from vtakit.compiler import pipeline
+from vtakit.compiler.quant import int8
 from vtakit.compiler.pipeline import compile_module
 from vtakit.compiler.pipeline import optimize
 from vtakit.compiler.quant.techniques.channel_fill import BALANCE_EXTRA_BITS, HEADROOM_BITS, MAX_BITS, ChannelFill, apply_channel_fill, balanced_bits, candidates, fill_bits, plan_channel_fill
@@ -90,7 +90,7 @@ def test_filling_lowers_the_int8_error_and_the_simulator_agrees(config, dense, m
     assert filled.notes.calibration.channel_fill is not None
     x = tests[0]
     assert np.array_equal(filled.run(x, device="cpu")["y"], filled.run(x, device="fsim")["y"])
-    monkeypatch.setattr(pipeline, "plan_channel_fill", lambda g, samples: ChannelFill())
+    monkeypatch.setattr(int8, "plan_channel_fill", lambda g, samples: ChannelFill())
     plain = compile_module(model, config, calibrate=cal)
     assert plain.notes.calibration.channel_fill is None
     # the small channels had 7 bits fewer than the largest; filled, they lose at most HEADROOM_BITS

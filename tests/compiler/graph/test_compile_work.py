@@ -11,7 +11,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from vtakit.compiler import gc_budget, pipeline
+from vtakit.compiler import gc_budget
+from vtakit.compiler.quant import int8
 from vtakit.compiler.quant import calibration, quantize
 from vtakit.compiler.pipeline import compile_module
 from vtakit.compiler.quant.techniques import equalize, range_scale
@@ -55,7 +56,7 @@ def test_a_graph_without_int8_layers_runs_only_for_calibration(graph_runs):
     """Bias correction (no conv/dense to correct) and range scaling (no int8 tensor to fill) cannot change
     such a graph: only calibration runs it, once per sample (it ran 5 times per sample before)."""
     module = compile_module(elementwise_chain(30), "pynq")
-    assert len(graph_runs) == pipeline.SYNTHETIC_SAMPLES
+    assert len(graph_runs) == int8.SYNTHETIC_SAMPLES
     assert module.notes.calibration.range_scale.groups == 0
 
 
@@ -69,7 +70,7 @@ def test_range_scaling_without_factors_skips_the_settling_run(graph_runs):
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 4, 4])], [w])
     module = compile_module(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "pynq")
     assert module.notes.calibration.range_scale.factors == {}
-    per_sample = len(graph_runs) / pipeline.SYNTHETIC_SAMPLES
+    per_sample = len(graph_runs) / int8.SYNTHETIC_SAMPLES
     assert per_sample == 4  # bias correction twice, range scaling's one measure, calibration (5 before)
 
 
@@ -138,12 +139,12 @@ def test_made_up_samples_are_the_seeded_normals_and_bounded_in_memory(monkeypatc
     from vtakit.compiler.ir import Graph, TensorInfo
 
     g = Graph([], {"x": TensorInfo((2, 3, 5), "float32")}, ["x"], [])
-    samples, synthetic = pipeline.calibration_samples(g, None, seed=3)
+    samples, synthetic = int8.calibration_samples(g, None, seed=3)
     rng = np.random.default_rng(3)
-    expected = [rng.standard_normal((2, 3, 5)).astype(np.float32) for _ in range(pipeline.SYNTHETIC_SAMPLES)]
-    assert synthetic and len(samples) == pipeline.SYNTHETIC_SAMPLES
+    expected = [rng.standard_normal((2, 3, 5)).astype(np.float32) for _ in range(int8.SYNTHETIC_SAMPLES)]
+    assert synthetic and len(samples) == int8.SYNTHETIC_SAMPLES
     assert all(np.array_equal(s["x"], e) for s, e in zip(samples, expected))
-    monkeypatch.setattr(pipeline, "SYNTHETIC_BYTES", 2 * 4 * 30)  # room for two samples of 30 floats
-    assert len(pipeline.calibration_samples(g, None, seed=3)[0]) == 2
-    monkeypatch.setattr(pipeline, "SYNTHETIC_BYTES", 1)
-    assert len(pipeline.calibration_samples(g, None, seed=3)[0]) == 1
+    monkeypatch.setattr(int8, "SYNTHETIC_BYTES", 2 * 4 * 30)  # room for two samples of 30 floats
+    assert len(int8.calibration_samples(g, None, seed=3)[0]) == 2
+    monkeypatch.setattr(int8, "SYNTHETIC_BYTES", 1)
+    assert len(int8.calibration_samples(g, None, seed=3)[0]) == 1

@@ -8,7 +8,8 @@ import pytest
 
 from vtakit.cli import main
 from vtakit.compiler import zoo
-from vtakit.compiler.pipeline import compile_module, float_and_int8, optimize
+from vtakit.compiler.pipeline import compile_module, optimize
+from vtakit.compiler.quant.int8 import float_and_int8
 from vtakit.compiler.quant.calibration import calibrate
 from vtakit.compiler.ops.execute import run_graph
 from vtakit.compiler.quant.exponent_search import _Runner, _groups_in_order, first_difference, float_outputs, keep_float_until, output_cosine, output_error

@@ -7,7 +7,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import vtakit
-from vtakit.compiler.pipeline import float_and_int8, optimize
+from vtakit.compiler.pipeline import optimize
+from vtakit.compiler.quant.int8 import float_and_int8
 from vtakit.compiler.ops.execute import run_graph
 from vtakit.compiler.quant.techniques.fixed_point import check_requant, weight_roundtrip, weight_scales
 from vtakit.compiler.frontend.onnx_import import import_onnx

@@ -194,7 +194,7 @@ def test_constant_dequantize_folds_as_onnx_defines_it():
     from onnx import TensorProto, helper
     from onnx.reference import ReferenceEvaluator
 
-    from vtakit.compiler.quant.qdq import NOTE_KEY
+    from vtakit.compiler.ops.quant import QDQ_WEIGHTS_NOTE
 
     rng = np.random.default_rng(1)
     q = rng.integers(-127, 128, (4, 3)).astype(np.int8)
@@ -208,7 +208,7 @@ def test_constant_dequantize_folds_as_onnx_defines_it():
     want = ReferenceEvaluator(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])).run(
         None, {"x": np.zeros((4, 3), np.float32)})[0]
     assert np.array_equal(g13.consts["w"], want)
-    rec = g13.notes[NOTE_KEY]["w"]
+    rec = g13.notes[QDQ_WEIGHTS_NOTE]["w"]
     assert rec["node"] == "dq" and rec["axis"] == 0 and rec["scale"].shape == (4,)
 
 

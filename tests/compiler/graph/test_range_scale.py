@@ -8,7 +8,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from vtakit.errors import CompileError
 from vtakit.compiler.pipeline import compile_module
-from vtakit.compiler.pipeline import float_and_int8, optimize
+from vtakit.compiler.pipeline import optimize
+from vtakit.compiler.quant.int8 import float_and_int8
 from vtakit.compiler.ops.execute import run_graph
 from vtakit.compiler.frontend.onnx_import import import_onnx
 from vtakit.compiler.quant.quantize import ideal_exponent

@@ -12,7 +12,8 @@ from vtakit.compiler.pipeline import compile_module
 from vtakit.compiler.pipeline import optimize
 from vtakit.compiler.frontend.onnx_import import import_onnx
 from vtakit.compiler.options import QuantOptions
-from vtakit.compiler.quant.recipe import FALLBACK, MIN_GAIN, Recipe, candidate_values, improves, recipe_lines, recipe_table
+from vtakit.compiler.quant.recipe import FALLBACK, Recipe, recipe_lines, recipe_table
+from vtakit.compiler.quant.recipe_search import MIN_GAIN, candidate_values, improves
 from vtakit.compiler.module.report import calibration_lines
 from vtakit.compiler.zoo import build as zoo_build
 from vtakit.compiler.quant.techniques.wide_residual import wide_bits
@@ -159,7 +160,7 @@ def test_the_cli_prints_the_chosen_recipe_and_takes_auto(tmp_path, capsys):
 def test_the_weight_side_work_is_shared_between_recipes_and_changes_nothing():
     """float_and_int8's weights_cache (what recipe.py passes): recipes that differ in the calibration method or
     the wide residual note reuse one `weights_for_int8` and get the int8 graph they would get alone."""
-    from vtakit.compiler.pipeline import float_and_int8
+    from vtakit.compiler.quant.int8 import float_and_int8
     from vtakit.compiler.quant.exponent_search import first_difference
     from vtakit.compiler.quant.techniques.wide_residual import mark
 
@@ -178,12 +179,12 @@ def test_the_weight_side_work_is_shared_between_recipes_and_changes_nothing():
 
 def test_a_recipe_that_does_not_compile_is_left_out_and_named(monkeypatch):
     """A choice the network cannot take (here GPTQ made to fail) must not fail a compile the fallback passes."""
-    from vtakit.compiler import pipeline
+    from vtakit.compiler.quant import int8
 
     def no_gptq(*args, **kwargs):
         raise CompileError("GPTQ cannot round this layer", node="c", op="Conv")
 
-    monkeypatch.setattr(pipeline, "plan_rounding", no_gptq)
+    monkeypatch.setattr(int8, "plan_rounding", no_gptq)
     module = compile_module(_residual_model(), "pynq", calibrate=_smooth(8, 0))
     r = module.notes.calibration.recipe
     assert r.chosen["weight_rounding"] == "nearest" and r.failed
@@ -198,19 +199,18 @@ def test_a_recipe_chosen_in_a_later_pass_after_its_graphs_were_dropped_is_made_a
     """Only the recipe in the lead keeps its graphs between passes.  mse, judged in the first pass (lower on
     only 2 of 4 samples than max) and dropped, wins the second against percentile (lower on 3 of 4): it is
     quantized again, not looked up."""
-    from vtakit.compiler import pipeline
-    from vtakit.compiler.quant import recipe as recipe_module
+    from vtakit.compiler.quant import recipe_search
 
     errors = {"max": [1.0, 1.0, 1.0, 1.0], "percentile": [0.7, 0.7, 0.7, 1.1], "mse": [0.1, 0.1, 1.05, 1.05]}
     methods: list[str] = []
-    float_and_int8 = pipeline.float_and_int8
+    float_and_int8 = recipe_search.float_and_int8
 
     def spy(g, samples, options, **kw):
         methods.append(options.calibration)
         return float_and_int8(g, samples, options, **kw)
 
-    monkeypatch.setattr(pipeline, "float_and_int8", spy)
-    monkeypatch.setattr(recipe_module, "sample_errors", lambda want, got: np.array(errors[methods[-1]]))
+    monkeypatch.setattr(recipe_search, "float_and_int8", spy)
+    monkeypatch.setattr(recipe_search, "sample_errors", lambda want, got: np.array(errors[methods[-1]]))
     module = compile_module(_residual_model(), "pynq", calibrate=_smooth(4, 0), wide_residual="off",
                             weight_rounding="nearest")
     r = module.notes.calibration.recipe

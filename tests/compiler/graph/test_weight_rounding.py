@@ -10,7 +10,8 @@ from onnx import TensorProto, helper, numpy_helper
 from tests.support.smooth_inputs import smooth_images
 
 from vtakit.compiler.pipeline import compile_module
-from vtakit.compiler.pipeline import float_and_int8, optimize
+from vtakit.compiler.pipeline import optimize
+from vtakit.compiler.quant.int8 import float_and_int8
 from vtakit.compiler.quant.techniques.equalize import correct_bias
 from vtakit.compiler.ir import Node
 from vtakit.compiler.frontend.onnx_import import import_onnx

@@ -10,8 +10,9 @@ import pytest
 import vtakit
 from vtakit.compiler.module.compiled import CompiledModule
 from vtakit.compiler.ir import Graph
-from vtakit.compiler.quant.techniques.wide_residual import WIDE_ADD_REASON, WIDE_CONV_REASON, WIDE_NOTE, add_wide, requantize_wide, wide_bits, widen
-from vtakit.compiler.ops.accel import lower_qconv
+from vtakit.compiler.ops.epilogues import add_wide, requantize_wide
+from vtakit.compiler.quant.techniques.wide_residual import WIDE_ADD_REASON, WIDE_CONV_REASON, WIDE_NOTE, wide_bits, widen
+from vtakit.compiler.backends.vta.graph_ops import lower_qconv
 from vtakit.compiler.backends.vta.lowering import identity_weight
 from vtakit.compiler.backends.vta.te import conv2d_def
 from vtakit.compiler.zoo.builder import GraphBuilder

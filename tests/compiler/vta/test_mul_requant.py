@@ -5,7 +5,7 @@ and the cycle model, never wraps int32, and a configuration without MUL refuses 
 import numpy as np
 import pytest
 
-from vtakit.compiler.quant.techniques.channel_scales import requantize_channels
+from vtakit.compiler.ops.epilogues import requantize_channels
 from vtakit.compiler.quant.techniques.fixed_point import INT32_MAX, MULT_BITS, VECTOR_ERROR, best_fixed_point, epilogue_error, fixed_point
 from vtakit.compiler.backends.vta import ops, reference
 from vtakit.compiler.backends.vta.te import conv2d_def

@@ -1,20 +1,28 @@
-"""The accelerator forms of the ops the accelerator takes: each node's operator program and how its
-tensors bind (the `lower` rule of an OpDef; `compiler.passes.lower` wraps the result into a task)."""
+"""The VTA backend's side of the op registry: which graph nodes the accelerator takes (placement) and
+each such node's operator program and how its tensors bind (lowering; `compiler/passes/lower.py` wraps
+the result into a task).
+
+The ops layer knows nothing of the accelerator: this module attaches a placement rule and a lowering
+rule to the ops it takes (`ops.registry.accelerate`) when it is imported, as TVM's VTA registers its
+strategies onto ops.  Partitioning imports it, so every graph that is placed has the rules.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from vtakit.compiler.ir import Graph, Node
+from vtakit.compiler.ops import accelerate, op_def
+from vtakit.compiler.quant.techniques.wide_residual import WIDE_ADD_REASON, WIDE_CONV_REASON
 from vtakit.compiler.backends.vta.depthwise import compile_depthwise, depthwise_choice, depthwise_reason, pack_depthwise_weight
 from vtakit.compiler.backends.vta.ops import compile_conv2d, compile_eltwise, conv_packing, fused_pool_reason
 from vtakit.compiler.backends.vta.packing import ConvGeometry, ReductionPacking, packing
 from vtakit.compiler.backends.vta.lowering import bias_fits, pack_bias_weight
 from vtakit.compiler.backends.vta.runtime import pack_bias, pack_weight
-from vtakit.compiler.backends.vta.te import split_channel_shift
+from vtakit.compiler.backends.vta.te import move_reason, split_channel_shift
 from vtakit.isa.config import HwConfig
 
 
@@ -153,8 +161,6 @@ def _host_packing(g: Graph, n: Node, cfg: HwConfig, x_shape, w_shape, stride: in
     node the accelerator cannot take), so the host lays it out packed at no extra crossing; every other
     conv (one with a tuned schedule, which names the unpacked shape, or a fused residual add) is left
     unpacked."""
-    from vtakit.compiler.passes.partition import accelerator_reason  # partition imports the registry
-
     plain = packing("none", ConvGeometry(tuple(x_shape), tuple(w_shape), stride, pad))
     producer = g.producer(n.inputs[0])  # not g.producers(): a walk over the graph per conv
     if n.op != "QConv" or schedule is not None or "residual" in n.attrs or (
@@ -205,3 +211,78 @@ def lower_maxpool(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> Ac
     op, used = compile_eltwise(cfg, "max_pool2d", shape=nchw(g.tensors[n.inputs[0]].shape), inputs=("data",),
                                window=window, schedule=schedule, name=n.name)
     return AccelProgram(op, used, {}, {"data": n.inputs[0]}, 0)
+
+
+# ------------------------------------------------------------------------------------------ placement
+def accelerator_reason(g: Graph, n: Node, cfg: HwConfig) -> str | None:
+    """None when the accelerator can run the node, else why not (shown in the report): the op's
+    placement rule (`OpDef.accel`, attached below)."""
+    d = op_def(n.op, n)
+    if d.accel is None:
+        return "no accelerator form"
+    return d.accel(g, n, cfg)
+
+
+def lowering_rule(n: Node) -> Callable[..., AccelProgram] | None:
+    """The node's op's lowering rule, None when the accelerator takes no such op."""
+    return op_def(n.op, n).lower
+
+
+def acc8_reason(cfg: HwConfig) -> str | None:
+    """Why an op that loads int8 tensors into the accumulator cannot run on `cfg` (None if it can):
+    by LOAD.ACC8, or on VTA's hardware by an INP load and an identity GEMM."""
+    return move_reason(cfg)
+
+
+def place_qadd(g: Graph, n: Node, cfg) -> str | None:
+    if acc8_reason(cfg):
+        return acc8_reason(cfg)
+    shapes = {g.tensors[i].shape for i in n.inputs}
+    if len(shapes) != 1 or len(next(iter(shapes))) not in (2, 4):
+        return "broadcasting add"
+    return WIDE_ADD_REASON if "left" in n.attrs else None
+
+
+def place_relu(g: Graph, n: Node, cfg) -> str | None:
+    if acc8_reason(cfg):
+        return acc8_reason(cfg)
+    x = g.tensors[n.inputs[0]]
+    return None if x.dtype == "int8" and len(x.shape) == 4 else "no accelerator form"
+
+
+def place_qconv(g: Graph, n: Node, cfg) -> str | None:
+    a = n.attrs
+    if a["dilations"] != (1, 1) and list(a["dilations"]) != [1, 1]:
+        return "dilated convolution"
+    if a["strides"][0] != a["strides"][1]:
+        return "different strides along H and W"
+    if a["group"] != 1:
+        return place_depthwise(g, n, cfg)
+    return WIDE_CONV_REASON if "wide" in a and "residual" not in a else None
+
+
+def place_maxpool(g: Graph, n: Node, cfg) -> str | None:
+    if g.tensors[n.inputs[0]].dtype != "int8":
+        return "no accelerator form"
+    if acc8_reason(cfg):
+        return acc8_reason(cfg)
+    a = n.attrs
+    k, st, pads = a["kernel"], a["strides"], a["pads"]
+    if k[0] != k[1] or st[0] != st[1] or len(set(pads)) != 1 or a.get("ceil_mode") \
+            or tuple(a.get("dilations", (1, 1))) != (1, 1):
+        return "non-square, dilated, ceil-mode or asymmetric pooling"
+    if pads[0] >= k[0]:
+        return "padding as large as the window"
+    return None
+
+
+def place_dense(g: Graph, n: Node, cfg: HwConfig) -> str | None:
+    """A QDense always fits: a 1x1 image through the GEMM core."""
+    return None
+
+
+accelerate("QConv", place_qconv, lower_qconv)
+accelerate("QDense", place_dense, lower_linear)
+accelerate("QAdd", place_qadd, lower_add)
+accelerate("Relu", place_relu, lower_relu)
+accelerate("MaxPool", place_maxpool, lower_maxpool)
