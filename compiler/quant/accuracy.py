@@ -19,7 +19,7 @@ import numpy as np
 from vtakit.errors import CompileError
 from vtakit.compiler.ops.execute import check_feeds, run_graph
 from vtakit.compiler.ir import Graph
-from vtakit.tables import save_figure
+from vtakit.tables import TextTable, save_figure
 
 INT8_LIMITS = (-128.5, 127.5)  # values beyond these clip once scaled by 2**exp
 
@@ -43,10 +43,9 @@ class AccuracyReport:
     def worst(self, count: int = 5) -> list[LayerAccuracy]:
         return sorted(self.layers, key=lambda r: r.sqnr_db)[:count]
 
-    def table(self):
-        from rich.table import Table
-
-        t = Table(title="int8 vs float, per layer (dequantized int8 output against the float graph's)")
+    def table(self) -> TextTable:
+        """The per-layer rows as a table a rich Console renders and `print` shows as text."""
+        t = TextTable(title="int8 vs float, per layer (dequantized int8 output against the float graph's)")
         for col in ("layer", "op", "int", "exp", "SQNR dB", "cosine", "clipped %"):
             t.add_column(col, justify="left" if col in ("layer", "op", "int") else "right")
         for r in self.layers:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields, replace
 
 from vtakit.compiler.module.notes import QuantNotes
 from vtakit.compiler.options import CHOICES, CalibrationMethod, QuantOptions, WeightRoundingMode, WideResidualMode
+from vtakit.tables import TextTable
 
 @dataclass(frozen=True)
 class Recipe:
@@ -56,15 +57,13 @@ def recipe_lines(notes: QuantNotes) -> list[str]:
     return lines
 
 
-def recipe_table(notes: QuantNotes | None):
-    """The recipes the search judged, in order, as a rich table (`vtakit report --accuracy`); None without a
-    search.  Each trial is judged against the recipe in the lead at that moment."""
-    from rich.table import Table
-
+def recipe_table(notes: QuantNotes | None) -> TextTable | None:
+    """The recipes the search judged, in order, as a table (`vtakit report --accuracy`; `print` shows it as
+    text); None without a search.  Each trial is judged against the recipe in the lead at that moment."""
     r = notes.recipe if notes is not None else None
     if r is None:
         return None
-    table = Table(title="quantization recipes judged on the calibration samples (auto)")
+    table = TextTable(title="quantization recipes judged on the calibration samples (auto)")
     for column in ("recipe", "output error", "samples it lowered", "taken"):
         table.add_column(column, justify="left" if column == "recipe" else "right")
     chosen, start = Recipe(**r.chosen).label(), Recipe(**r.start).label()
