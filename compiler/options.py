@@ -4,7 +4,7 @@
 every choice is a string enum, so JSON, the command line (`vtakit compile --calibration mse`) and the
 Python API (`calibration="mse"` or `CalibrationMethod.MSE`) spell values alike.  Strings are parsed in
 one place, `Choice.parse`: a value an option does not take is one CompileError naming the option and
-its values.  "auto" is a value only of the knobs the recipe search sets (compiler/quant/recipe.py) and
+its values.  "auto" is a value only of the knobs the recipe search sets (compiler/quant/recipe_search.py) and
 of `requant`, which the configuration decides (fixed_point.check_requant).
 
 This module imports nothing of the compiler, so the techniques, the recipe search, the pipeline and the
@@ -50,7 +50,7 @@ class Choice(str, Enum):
 
 
 AUTO = "auto"
-"""The value of a knob the recipe search sets (recipe.py), or that the configuration decides (requant)."""
+"""The value of a knob the recipe search sets (recipe_search.py), or that the configuration decides (requant)."""
 
 
 class Target(Choice):
@@ -144,7 +144,7 @@ def _check_bool(value: Any, name: str) -> None:
 @dataclass(frozen=True)
 class QuantOptions:
     """How the int8 graph is made (target "vta").  The defaults are compile_module's: the three recipe knobs
-    "auto", chosen by the network's outputs on the calibration samples (recipe.py)."""
+    "auto", chosen by the network's outputs on the calibration samples (recipe_search.py)."""
 
     calibration: CalibrationMethod = CalibrationMethod.AUTO
     equalize: EqualizeMode = EqualizeMode.OFF  # no net win on the real networks (benchmarks/real_accuracy.py)
@@ -187,7 +187,7 @@ class QuantOptions:
 
 
 RECIPE_KNOBS = ("calibration", "wide_residual", "weight_rounding")
-"""The knobs whose "auto" the recipe search sets (recipe.py)."""
+"""The knobs whose "auto" the recipe search sets (recipe_search.py)."""
 
 
 @dataclass(frozen=True)

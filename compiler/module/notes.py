@@ -30,7 +30,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class RecipeSearch:
-    """What the recipe search did (compiler/quant/recipe.py)."""
+    """What the recipe search did (compiler/quant/recipe_search.py)."""
     chosen: dict[str, str]  # knob -> value, the recipe compiled
     start: dict[str, str]  # the recipe the search started from (FALLBACK, with the knobs given by hand)
     searched: tuple[str, ...]  # the knobs the search could move

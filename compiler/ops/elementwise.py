@@ -68,7 +68,7 @@ def _add_form(g: Graph, n: Node) -> bool:
 
 def _run_qadd(node: Node, args: list, k) -> object:
     a = node.attrs
-    if "left" in a:  # one operand a wide conv's int32 result (graph.wide_residual)
+    if "left" in a:  # one operand a wide conv's int32 result (quant.techniques.wide_residual)
         return run_wide_add(node, args, k)
     return k.add_int8(args[0], args[1], shift=a.get("shift", 0), clip=tuple(a.get("clip", (-128, 127))))
 

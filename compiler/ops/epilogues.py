@@ -72,7 +72,7 @@ def add_wide(a: np.ndarray, b: np.ndarray, left: tuple[int, int], shift: int, cl
 
 def run_wide_conv(node: Node, acc, kernels, residual=None) -> object:
     """A wide QConv on the host after its int32 kernel: the wide result, or with a fused residual add
-    (graph.fusion) the add's int8 sum."""
+    (passes.fusion) the add's int8 sum."""
     a = node.attrs
     if residual is None:
         return on_host(kernels, lambda x: requantize_wide(x, a), [acc], tuple(acc.shape), np.int32)

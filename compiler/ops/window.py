@@ -102,7 +102,7 @@ def _infer_conv(node: Node, g: Graph) -> list[TensorInfo]:
     if w.shape[0] % a["group"]:
         raise fail(node, f"{w.shape[0]} output channels do not split into {a['group']} groups")
     oh, ow = _spatial(node, x, w.shape[2:], a["strides"], a["pads"], a["dilations"])
-    if "pool" in a:  # a fused max pool (graph.fusion)
+    if "pool" in a:  # a fused max pool (passes.fusion)
         kernel, stride, pad = a["pool"]
         oh, ow = pool_out(oh, kernel, stride, pad, pad), pool_out(ow, kernel, stride, pad, pad)
     return [TensorInfo((x.shape[0], w.shape[0], oh, ow), "float32")]
@@ -120,14 +120,14 @@ def _run_qconv(node: Node, args: list, k) -> object:
     y = k.conv2d(args[0], args[1], args[2] if len(args) > 2 else None, stride=a["strides"], pads=a["pads"],
                  dilation=a["dilations"], groups=a["group"], shift=None if per_channel else a.get("shift"),
                  clip=None if per_channel else a.get("clip"))
-    if "wide" in a:  # a conv that keeps extra bits for its residual add (graph.wide_residual)
+    if "wide" in a:  # a conv that keeps extra bits for its residual add (quant.techniques.wide_residual)
         y = run_wide_conv(node, y, k, args[3] if "residual" in a else None)
     elif per_channel:
         y = run_requantized(y, a, k)
-    if "residual" in a and "wide" not in a:  # a residual add fused into the conv (graph.fusion): the QAdd's kernel after it
+    if "residual" in a and "wide" not in a:  # a residual add fused into the conv (passes.fusion): the QAdd's kernel after it
         shift, clip = a["residual"]
         y = k.add_int8(y, args[3], shift=shift, clip=tuple(clip))
-    if "pool" in a:  # a max pool fused into the conv (graph.fusion): the MaxPool's kernel after it
+    if "pool" in a:  # a max pool fused into the conv (passes.fusion): the MaxPool's kernel after it
         kernel, stride, pad = a["pool"]
         y = k.max_pool2d(y, kernel=(kernel, kernel), stride=(stride, stride), pads=(pad,) * 4, dilation=(1, 1),
                          ceil_mode=False)

@@ -7,7 +7,7 @@ add's shift and clip as `residual`: on the accelerator the conv's requantized in
 residual tile added in the accumulator (an identity GEMM from INP without LOAD.ACC8, lowering/move.py)
 and is stored once, so the add makes no pass of its own over DRAM and the conv's own output never
 goes there.  On the host the fused node runs the same two kernels in a row: bit-identical.  A wide
-conv (graph/wide_residual.py) adds its unclipped result and the operand times 2**`residual_bits`.
+conv (quant/techniques/wide_residual.py) adds its unclipped result and the operand times 2**`residual_bits`.
 
 The pair QConv -> MaxPool (ResNet's conv1 and its 3x3/2 pool) becomes one QConv with `pool` = (kernel,
 stride, pad): the accelerator pools each finished int8 tile on chip (`compiler/backends/vta/lowering/pool.py`)
@@ -25,7 +25,7 @@ from vtakit.isa.config import HwConfig
 
 def _on_vta(g: Graph, n: Node, place: dict[str, str]) -> bool:
     """Whether `n` runs on the accelerator, or would but for the one reason fusing a wide pair lifts
-    (graph.wide_residual: an unfused wide conv and its add stay on the host)."""
+    (quant.techniques.wide_residual: an unfused wide conv and its add stay on the host)."""
     why = g.notes.get("host_reasons", {}).get(n.name)
     return place.get(n.name) == "vta" or why in (WIDE_CONV_REASON, WIDE_ADD_REASON)
 
@@ -50,7 +50,7 @@ def fuse_residual_adds(g: Graph, place: dict[str, str]) -> dict[str, str]:
     """Fuse every accelerator QAdd into a producing accelerator QConv (in place); returns the new placement.
 
     Of two fusable operands the later-produced conv takes the add (the other operand is then ready);
-    a wide conv (graph.wide_residual) always, with its skip's left shift as `residual_bits`.  An
+    a wide conv (quant.techniques.wide_residual) always, with its skip's left shift as `residual_bits`.  An
     unfused wide pair stays on the host."""
     producers, consumers = g.producers(), g.consumers()
     reasons = g.notes.get("host_reasons", {})

@@ -18,7 +18,7 @@ range merges pairs of bins exactly and every candidate's clipping threshold
 falls on a bin edge.
 
 DEFAULT_METHOD is "max", the method of the fallback recipe: compile_module's default is "auto", which tries
-max, percentile and mse on the network's outputs (recipe.py).  Alone, with bias correction on EfficientNet-Lite0 and the bundled photos
+max, percentile and mse on the network's outputs (recipe_search.py).  Alone, with bias correction on EfficientNet-Lite0 and the bundled photos
 (benchmarks/real_accuracy.py, figures in docs/results.md) it gave the best mean logits cosine
 (0.925; mse 0.915, percentile 0.922, kl 0.848) at the same top-1 agreement as mse and percentile.
 """

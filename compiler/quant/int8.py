@@ -4,7 +4,7 @@
 equalization and bias correction, range scaling, channel fill, GPTQ rounding; each in `techniques/`),
 calibration of the activation exponents (`calibration.py`, or `exponent_search.py` judged at the
 outputs), the layers kept float, and the power-of-two rewrite (`quantize.py`).  `recipe_search.py`
-calls it once per recipe when knobs are left "auto"; `pipeline.compile_module` calls the search.
+calls it once per recipe when knobs are left "auto"; the pipeline's "quantize" step calls the search.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ are larger (within the import's limits) is calibrated on fewer samples, at least
 class WeightsForInt8:
     """What `float_and_int8` makes of the float graph before calibration: it depends on the weight-side
     options and the samples, not on the calibration method, the layers kept float or the wide residual note
-    (recipe.py reuses it across the recipes it tries)."""
+    (recipe_search.py reuses it across the recipes it tries)."""
     uncorrected: Graph  # range-scaled and channel-filled, biases as the model has them
     graph: Graph  # the same with the biases corrected for the int8 weights
     scaling: RangeScaling | None  # range_scale's plan (None: not range-scaled)
@@ -122,7 +122,7 @@ def float_and_int8(g: Graph, calibrate, options: QuantOptions | None = None, *, 
     recipe: `options` with `keywords` set, as `one_recipe` resolves them.
 
     weights_cache: `weights_for_int8`'s results by their options, shared by calls on the same graph and
-    samples that differ in the rest (recipe.py).  Calibration "search" and keep_float_until judge the int8
+    samples that differ in the rest (recipe_search.py).  Calibration "search" and keep_float_until judge the int8
     graph by its outputs against `g`'s on the calibration samples (exponent_search)."""
     opts = one_recipe(options, **keywords)
     calibration, equalize, requant, keep_float_until = opts.calibration, opts.equalize, opts.requant, opts.keep_float_until

@@ -316,7 +316,7 @@ def _weight_exp(w: np.ndarray) -> int:
 
 _EXPONENTS: dict[tuple, np.ndarray] = {}
 """weight_exponents' results by the weights' bytes: bias correction, range scaling and every recipe the
-auto search tries (recipe.py) ask again for the same weights, and the exponent search is most of the cost."""
+auto search tries (recipe_search.py) ask again for the same weights, and the exponent search is most of the cost."""
 _EXPONENTS_KEPT = 4096
 
 

@@ -4,7 +4,7 @@ Three choices each win on some real networks and lose on others (docs/quantizati
 method (max, percentile, mse), the wide residual pair (wide_residual.py) and GPTQ weight rounding
 (weight_rounding.py).  No fixed setting is best for every network, so, as AIMET's AutoQuant does, the
 compiler tries them on the network it compiles: each candidate recipe is the whole int8 graph
-(`pipeline.float_and_int8`), run on the host interpreter (the accelerator's bits) over the calibration
+(`int8.float_and_int8`), run on the host interpreter (the accelerator's bits) over the calibration
 samples, and judged against the float graph's outputs by the relative squared error
 (`exponent_search.sample_errors`).
 
@@ -83,7 +83,7 @@ def candidate_values(g: Graph, cfg: HwConfig, options: QuantOptions,
 
 def float_and_int8_auto(g: Graph, cfg: HwConfig, calibrate, options: QuantOptions | None = None, *,
                         progress: Progress | None = None, **keywords: Any) -> tuple[Graph, Graph, QuantNotes]:
-    """`pipeline.float_and_int8` for the optimized float graph `g` (not changed) with the auto knobs chosen
+    """`int8.float_and_int8` for the optimized float graph `g` (not changed) with the auto knobs chosen
     (module docstring): `options` with `keywords` set, requant resolved for `cfg`.  The notes gain `recipe`
     where the search ran."""
     options = QuantOptions.of(options, **keywords)

@@ -253,7 +253,7 @@ def _quant_options(args) -> QuantOptions:
 
 def _searches(options: QuantOptions, calibrated: bool) -> bool:
     """Whether the options ask for a search judged at the outputs (slow: a progress bar): the exponent
-    search, keep-float-until, or, on real calibration samples, the recipe's auto knobs (recipe.py)."""
+    search, keep-float-until, or, on real calibration samples, the recipe's auto knobs (recipe_search.py)."""
     return options.calibration is CalibrationMethod.SEARCH or options.keep_float_until is not None \
         or (calibrated and bool(options.auto_knobs()))
 

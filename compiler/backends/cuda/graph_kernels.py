@@ -1,7 +1,7 @@
 """The GPU as the graph executor's host backend, and the compile-time list of a module's GPU kernels.
 
 `GpuKernels` exposes the CPU backend's function names bound to one GPU backend,
-so `graph.execute.run_node(node, args, kernels)` runs a node on the GPU with
+so `ops.execute.run_node(node, args, kernels)` runs a node on the GPU with
 the very code that runs it on the CPU.  Values stay on the device between
 nodes; a module's constants are uploaded once and kept for its lifetime.
 """

@@ -96,7 +96,7 @@ def depthwise_def(cfg: HwConfig, *, n: int, c: int, h: int, w: int, kh: int, kw:
                   channel_shift: bool = False, pre_shift: int | None = None, bias_gemm: bool = False,
                   name: str = "depthwise") -> ComputeDef:
     """Depthwise convolution in NCHW{batch}n{block}c; weights (C/block, KH, KW) diagonal blocks.  `pre_shift`
-    not None: the epilogue multiplies by a per-channel vector `mult` after that shift (graph/fixed_point.py).
+    not None: the epilogue multiplies by a per-channel vector `mult` after that shift (quant/techniques/fixed_point.py).
     `bias_gemm`: the bias is WGT digit blocks (`lowering.pack_bias_weight`) added by a GEMM."""
     reason = depthwise_reason(cfg)
     if reason:

@@ -57,12 +57,12 @@ def lower_linear(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> Acc
     pad = conv_padding(a["pads"]) if n.op == "QConv" else 0
     bias = g.consts[n.inputs[2]] if has_bias else None
     residual = (a["residual"][0], tuple(a["residual"][1])) if "residual" in a else None
-    if residual is not None and "wide" in a:  # the conv's unclipped result plus res << k (graph/wide_residual.py)
+    if residual is not None and "wide" in a:  # the conv's unclipped result plus res << k (quant/techniques/wide_residual.py)
         residual += (int(a.get("residual_bits", 0)),)
     shift, shift_vector = a.get("shift"), None
     if isinstance(shift, tuple):  # per output channel: an immediate common part, a vector in acc
         shift, shift_vector = split_channel_shift(cfg, shift, n.name)
-    multiplier = a.get("multiplier")  # per-channel fixed-point multipliers (graph/fixed_point.py)
+    multiplier = a.get("multiplier")  # per-channel fixed-point multipliers (quant/techniques/fixed_point.py)
     pk = _host_packing(g, n, cfg, x_shape, w4.shape, stride, pad, bias, shift, schedule)
     p = pk.packed
     bias_gemm = has_bias and not pk.bias_lanes and bias_fits(cfg, bias)
@@ -83,7 +83,7 @@ def lower_linear(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> Acc
     macs = x_shape[0] * w4.shape[0] * oh * ow * x_shape[1] * w4.shape[2] * w4.shape[3]
     packings = {"data": pk.to_spec()} if pk.kind != "none" else {}
     acts = {"data": n.inputs[0]}
-    if residual is not None:  # the fused residual add's other operand (graph.fusion)
+    if residual is not None:  # the fused residual add's other operand (passes.fusion)
         acts["res"] = n.inputs[3]
     return AccelProgram(op, used, consts, acts, macs, packings)
 

@@ -64,7 +64,7 @@ def compile_conv2d(cfg: HwConfig, *, x_shape, w_shape, stride: int = 1, padding:
     the one tuned for the plain convolution when that still fits, else the heuristic's.  With
     `channel_shift` the program also reads a per-channel `shift` vector (`te.split_channel_shift`); with
     `bias_gemm` its `bias` is WGT digit blocks (`lowering.pack_bias_weight`) added by a GEMM; with
-    `multiplier` a per-channel `mult` vector after a `pre_shift` (graph/fixed_point.py, ALU MUL)."""
+    `multiplier` a per-channel `mult` vector after a `pre_shift` (quant/techniques/fixed_point.py, ALU MUL)."""
     n, c, h, w = x_shape
     o, _, kh, kw = w_shape
     check_vthreads(name, vthreads)
@@ -213,7 +213,7 @@ def conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: int = 0, b
     schedule is given, else "none") rewrites the convolution on the host (`packing.py`).  `pool` =
     (kernel, stride, pad) max-pools the int8 result on chip before the store (the result is pooled).
     `multiplier` (int32, one per output channel; configs with ALU MUL): the epilogue is
-    ((acc + bias) >> pre_shift) * multiplier[c] >> shift[c], then the clip (graph/fixed_point.py)."""
+    ((acc + bias) >> pre_shift) * multiplier[c] >> shift[c], then the clip (quant/techniques/fixed_point.py)."""
     cfg = op_config(config)
     check_array("x", name, x, np.int8, 4)
     check_array("w", name, w, np.int8, 4)

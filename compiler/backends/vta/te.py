@@ -64,7 +64,7 @@ class AluStep:
 @dataclass(frozen=True)
 class PoolWindow:
     """A square max pool (kernel, stride, symmetric pad) applied to an output tile on chip before its
-    store (a conv -> max pool fused by graph/fusion.py; lowering/pool.py): padding never wins."""
+    store (a conv -> max pool fused by passes/fusion.py; lowering/pool.py): padding never wins."""
 
     kernel: int
     stride: int
@@ -103,7 +103,7 @@ class ComputeDef:
     pool: PoolWindow | None = None
     """A max pool over (oh, ow) of the finished tile; "out" in DRAM is then the pooled tensor."""
     residual_bits: int = 0
-    """A fused residual operand enters the sum times 2**residual_bits (graph/wide_residual.py): the
+    """A fused residual operand enters the sum times 2**residual_bits (quant/techniques/wide_residual.py): the
     identity GEMM's diagonal (lowering/move.py)."""
 
     def __post_init__(self) -> None:
@@ -184,7 +184,7 @@ def epilogue(cfg: HwConfig, bias: Access | None, shift: int | None,
     per-channel shift vector (if any), then clip as MIN then MAX (ISA.md's clip).
 
     Right shifts compose, which is why a per-channel shift can be an immediate common part then
-    a vector part; the multiplier (ALU MUL, graph/fixed_point.py) comes between the pre-shift, which
+    a vector part; the multiplier (ALU MUL, quant/techniques/fixed_point.py) comes between the pre-shift, which
     keeps its int32 product from wrapping, and the shifts that complete the fixed-point scale.
     """
     steps = []
@@ -280,10 +280,10 @@ def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
     `residual` = (shift, clip) fuses the residual add that reads this convolution's int8 result:
     after the requantizing epilogue the int8 tensor "res" is added to the tile, shifted and clipped
     again (the QAdd's semantics), so the sum leaves in the convolution's one store; (shift, clip, k):
-    the convolution's `clip` is dropped, its wide result plus "res" << k (graph/wide_residual.py).  With
+    the convolution's `clip` is dropped, its wide result plus "res" << k (quant/techniques/wide_residual.py).  With
     `channel_shift` the epilogue also shifts each output channel right by its entry of the int32
     `shift` vector (laid out like the bias; see `split_channel_shift`); with `multiplier` it shifts by
-    `pre_shift` and multiplies by the int32 vector `mult` first (graph/fixed_point.py).  With `bias_gemm` the bias is
+    `pre_shift` and multiplies by the int32 vector `mult` first (quant/techniques/fixed_point.py).  With `bias_gemm` the bias is
     a WGT tensor of digit blocks added by a GEMM (`lowering/bias.py`), not an acc vector.  Asymmetric
     `pad` (top, left, bottom, right): reads past the bottom and right edges see zeros (DMA padding) like
     the others.  `pool` max-pools the finished int8 tile on chip (lowering/pool.py): "out" is then the
@@ -308,7 +308,7 @@ def conv2d_def(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
     out_index = (v("n"), v("oc"), v("oh"), v("ow"))
     out = Access(Tensor("out", (nb, ocb, oh, ow), MemId.OUT, pad="error"), out_index)
     if residual is not None and len(residual) > 2:
-        clip = None  # a wide convolution: its result enters the sum unclipped (graph/wide_residual.py)
+        clip = None  # a wide convolution: its result enters the sum unclipped (quant/techniques/wide_residual.py)
     steps = epilogue(cfg, bias_acc, shift, clip, shift_acc, mult_acc, pre_shift)
     if residual is not None:
         if not requant:

@@ -22,7 +22,7 @@ GPTQ only where that beats rounding to nearest.
 
 It is never applied blindly: `weight_rounding="gptq"` (`--weight-rounding gptq`) asks for it, and the
 default "auto" takes it only where the network's outputs on the calibration samples favour it
-(recipe.py). On
+(recipe_search.py). On
 EfficientNet-Lite0 it lifts the logits cosine on photos from 0.990 to 0.994. RapidOCR's direction
 classifier loses (0.969 -> 0.940), even when calibrated on strips of the very scan it is tested on. The
 loss sits in the layers that read pooled values and stay nearest, and the held-out check does not see

@@ -2,7 +2,7 @@
 k extra bits instead of requantizing to int8 first.
 
 Today's pair requantizes twice: y = clip((acc + bias') >> s1) at the add's input exponent, then
-out = clip((y + skip) >> s2).  When the accelerator fuses the two (graph/fusion.py) y never leaves the
+out = clip((y + skip) >> s2).  When the accelerator fuses the two (passes/fusion.py) y never leaves the
 accumulator, so its int8 rounding and clip only lose.  The wide pair computes
 
     y   = (acc + bias') >> (s1 - k)                    int32, no clip: the conv's "wide" output
@@ -52,7 +52,7 @@ def wide_bits(cfg: HwConfig) -> int:
 
 def mark(g: Graph, cfg: HwConfig, mode: WideResidualMode | str) -> None:
     """Note on the float graph how many extra bits a conv feeding a residual add may keep for `cfg`
-    (0 with mode "off"); quantize reads it.  "auto" is the recipe search's to resolve first (recipe.py)."""
+    (0 with mode "off"); quantize reads it.  "auto" is the recipe search's to resolve first (recipe_search.py)."""
     on = WideResidualMode.parse(mode, concrete=True) is WideResidualMode.ON
     g.notes[WIDE_NOTE] = wide_bits(cfg) if on else 0
 

@@ -39,7 +39,7 @@ def moves_int8(cfg: HwConfig) -> bool:
 
 def identity_weight(cfg: HwConfig, bits: int = 0) -> np.ndarray:
     """The packed identity weight block, (1, block_out, block_in) int8; times 2**bits for a task whose
-    fused residual operand enters scaled (`ComputeDef.residual_bits`, graph/wide_residual.py): the
+    fused residual operand enters scaled (`ComputeDef.residual_bits`, quant/techniques/wide_residual.py): the
     scale costs nothing there, the GEMM multiplies anyway."""
     return (np.eye(cfg.block_out, cfg.block_in, dtype=np.int8) << bits)[None]
 
