@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from vtakit.compiler.backends.cuda import record_launches
 from vtakit.compiler.passes.fusion import fuse_max_pools, fuse_residual_adds
 from vtakit.compiler.options import CompileOptions, Host, Target
 from vtakit.compiler.quant.int8 import first_sample_shapes
@@ -197,8 +198,6 @@ def compile_module(model, config=DEFAULT_PRESET, options: CompileOptions | None 
 def _record_gpu_kernels(graph: Graph, nodes: list[str] | None) -> dict[str, Any]:
     """The GPU launches of `nodes` (all when None), their PTX generated now for sm_80, the PTX the
     runtime loads on any Ampere or newer GPU (see cuda.graph_kernels and cuda.driver_api.arch_for)."""
-    from vtakit.compiler.backends.cuda import record_launches
-
     t0 = time.perf_counter()
     record = record_launches(graph, nodes)
     record["seconds"] = time.perf_counter() - t0

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vtakit.devices import register_device
 from vtakit.errors import DeadlockError, DeviceError, DeviceTimeout, SimError
 from vtakit.hw.boards import BoardPreset, board as board_preset
 from vtakit.fpga.overlay import check_hwh_config, check_overlay, find_overlay, overlay_files
@@ -32,7 +33,9 @@ from vtakit.fpga.regmap import (AUTORESTART, AUTORESTART_OFF, BASE_REGISTERS, BL
 from vtakit.hw.device import ERROR_CODES
 from vtakit.isa.config import HwConfig
 from vtakit.sim.decoded import DecodedProgram, decode_for_sim, static_counters
+from vtakit.sim.device import execute
 from vtakit.sim.functional import replay_tokens
+from vtakit.sim.machine import Machine
 from vtakit.sim.stats import Counters, RunStats
 from vtakit.isa.arith import round_up
 
@@ -248,9 +251,6 @@ class PynqDevice:
         """What the functional model makes of the program (the token flow does not depend on data)."""
         if prog is None:
             return ""
-        from vtakit.sim.device import execute
-        from vtakit.sim.machine import Machine
-
         try:
             execute(Machine(self.config, np.array(self.dram, copy=True)), insn_addr, insn_count,
                     model="functional", timeout_s=10.0)
@@ -262,8 +262,6 @@ class PynqDevice:
 
 
 def _register() -> None:
-    from vtakit.devices import register_device
-
     register_device("pynq", PynqDevice, description="a PYNQ board through pynq's API")
 
 

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from vtakit import ops
+from vtakit.compiler.backends.vta import reference
 from vtakit.errors import DeviceError, VtaError
 from vtakit.fpga.driver import PynqDevice
 from vtakit.isa.image import ProgramImage
@@ -83,9 +85,6 @@ def check_programs(device: PynqDevice, count: int, seed: int) -> tuple[bool, str
 
 
 def check_conv(device: PynqDevice, seed: int) -> tuple[bool, str, int]:
-    from vtakit import ops
-    from vtakit.compiler.backends.vta import reference
-
     cfg = device.config
     rng = np.random.default_rng(seed)
     c = 2 * cfg.block_in

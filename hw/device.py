@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vtakit.devices import register_device
 from vtakit.errors import BudgetExceeded, DeadlockError, DeviceTimeout, SimError
 from vtakit.hw.build import build, trace_format
 from vtakit.isa.config import HwConfig
@@ -226,8 +227,6 @@ class RtlDevice:
 
 
 def _register() -> None:
-    from vtakit.devices import register_device
-
     register_device("rtl", RtlDevice, description="the RTL under Verilator (cycle-exact)")
 
 

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 
 from vtakit.errors import RtlError
 from vtakit.hw.build import cache_root, locked
+from vtakit.hw.sta import Netlist, critical_path, xilinx_library
 from vtakit.hw.synth import PARTS, part_for, synthesized
 from vtakit.isa.config import HwConfig
 
@@ -93,8 +94,6 @@ def analysis(cfg: HwConfig, *, timeout_s: float = 3600.0) -> dict:
 
 
 def _analyse(netlist_file) -> dict:
-    from vtakit.hw.sta import Netlist, critical_path, xilinx_library
-
     if not netlist_file.exists():
         raise RtlError(f"no netlist at {netlist_file} (a synthesis cache from before netlists were kept?)")
     t0 = time.perf_counter()

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from vtakit.errors import ConfigError, VtaError
+from vtakit.hw.synth import PARTS
 from vtakit.isa.config import DEFAULT_PRESET, HwConfig
 
 BLOCK_SHORTHAND = "block"
@@ -91,8 +92,6 @@ class ExploreOptions:
     seed: int = 0
 
     def resolved_parts(self) -> tuple[str, ...]:
-        from vtakit.hw.synth import PARTS
-
         return self.parts or tuple(PARTS)
 
     def primary_part(self) -> str:
@@ -188,8 +187,6 @@ def _base_config(table: dict, source: str) -> HwConfig:
 
 
 def _options(table: dict, source: str) -> ExploreOptions:
-    from vtakit.hw.synth import PARTS
-
     where = f"[options] of {source}"
     for key in table:
         if key not in _OPTIONS:

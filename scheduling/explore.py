@@ -27,10 +27,16 @@ from typing import Any
 
 import numpy as np
 
-from vtakit.errors import BudgetExceeded, DeviceTimeout, VtaError
+from vtakit.compiler import zoo
+from vtakit.compiler.pipeline import compile_module
+from vtakit.errors import BudgetExceeded, DeviceTimeout, RtlError, VtaError
+from vtakit.hw.gen import package_text
+from vtakit.hw.synth import PARTS, TARGET_PARTS, synth as synthesize_part
+from vtakit.hw.timing import XCUP_SCALE, analysis
 from vtakit.isa.config import PRESETS, HwConfig
 from vtakit.scheduling.design_space import DesignPoint
 from vtakit.scheduling.executor import RETRIES, run_jobs
+from vtakit.scheduling.log import apply_best
 
 Progress = Callable[[int, int, str], None]
 """Called after each job with (jobs done, jobs in all, what finished)."""
@@ -47,8 +53,6 @@ JOB_LOG = "jobs.jsonl"
 # ------------------------------------------------------------------ networks
 def check_network(network: str) -> str:
     """A zoo model name or an existing .onnx file; a VtaError naming the choices otherwise."""
-    from vtakit.compiler import zoo
-
     if network in zoo.NAMES or (network.endswith(".onnx") and Path(network).is_file()):
         return network
     raise VtaError(f"unknown network {network!r}: give a zoo model ({', '.join(zoo.NAMES)}) or an .onnx file")
@@ -66,8 +70,6 @@ def images_for(cfg: HwConfig, images: int | str) -> int:
 
 
 def _load_network(network: str, images: int):
-    from vtakit.compiler import zoo
-
     if network in zoo.NAMES:
         return zoo.build(network, batch=images)
     if images != 1:
@@ -77,8 +79,6 @@ def _load_network(network: str, images: int):
 
 # ------------------------------------------------------------------ netlists
 def _rtl_body(cfg: HwConfig) -> str:
-    from vtakit.hw.gen import package_text
-
     return "\n".join(ln for ln in package_text(cfg).splitlines() if not ln.startswith("//"))
 
 
@@ -114,12 +114,8 @@ def _deterministic(result: dict[str, Any]) -> bool:
 
 def _compile(network: str, cfg: HwConfig, images: int, seed: int, tuning_logs: tuple[str, ...]):
     """The compiled module and how many of its layers took a schedule from the tuning logs."""
-    from vtakit.compiler.pipeline import compile_module
-
     if not tuning_logs:
         return compile_module(_load_network(network, images), cfg, seed=seed), 0
-    from vtakit.scheduling.log import apply_best
-
     with apply_best(list(tuning_logs)) as table:  # records for other configurations are not looked up
         module = compile_module(_load_network(network, images), cfg, seed=seed)
     return module, len(table.used)
@@ -157,8 +153,6 @@ def measure_point(network: str, cfg: HwConfig, images: int, seed: int,
 def _cosine(network: str, images: int, feeds: dict, got: dict) -> float:
     """Cosine of the int8 module's first output (cycle model) against the float network's on the same input:
     what a configuration's requantization buys (e.g. `pynq_mul`'s per-channel multipliers)."""
-    from vtakit.compiler.pipeline import compile_module
-
     want = compile_module(_load_network(network, images), target="cpu").run(feeds)
     a, b = (np.asarray(next(iter(d.values())), np.float64).ravel() for d in (got, want))
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) or 1.0))
@@ -167,12 +161,9 @@ def _cosine(network: str, images: int, feeds: dict, got: dict) -> float:
 def synthesize_netlist(cfg: HwConfig, parts: tuple[str, ...], timeout_s: float = 3600.0) -> dict[str, Any]:
     """Yosys resources of `cfg` (one run; the parts share a family), its fit on each part and, for
     the xc7 family, the static timing estimate (hw.timing)."""
-    from vtakit.hw.synth import PARTS, synth
-    from vtakit.hw.timing import analysis
-
     try:
         t0 = time.perf_counter()
-        results = [synth(cfg, part, timeout_s=timeout_s) for part in parts]
+        results = [synthesize_part(cfg, part, timeout_s=timeout_s) for part in parts]
         t1 = time.perf_counter()
         # the static timing runs on the xc7 netlist (the family with cell delays): in that job only
         timed = analysis(cfg, timeout_s=timeout_s) if PARTS[parts[0]].family == "xc7" else None
@@ -213,8 +204,6 @@ class ExploreResult:
 
 
 def _families(parts: Sequence[str]) -> dict[str, tuple[str, ...]]:
-    from vtakit.hw.synth import PARTS
-
     out: dict[str, list[str]] = {}
     for p in parts:
         out.setdefault(PARTS[p].family, []).append(p)
@@ -224,8 +213,6 @@ def _families(parts: Sequence[str]) -> dict[str, tuple[str, ...]]:
 def _plan(network: str, points: Sequence[DesignPoint], *, synth: bool, parts: tuple[str, ...], images: int | str,
           seed: int, tuning_logs: tuple[str, ...], synth_timeout_s: float):
     """Jobs (deduplicated) and, per point, the keys of its measure job and its synth job per family."""
-    from vtakit.errors import RtlError
-
     net = network_id(network)
     source = hashlib.sha256(b"".join(Path(p).read_bytes() for p in tuning_logs)).hexdigest()[:16] \
         if tuning_logs else "default"
@@ -286,8 +273,6 @@ def explore(network: str, points: Sequence[DesignPoint], executor: Executor, out
     whose family's figures records carry as lut/ff/bram36/dsp (other families' as lut_<family>, ...).
     `tuning_logs`: JSON-lines logs of `vtakit tune`; a point takes the best schedule they hold for each layer
     on exactly its configuration."""
-    from vtakit.hw.synth import PARTS, TARGET_PARTS
-
     check_network(network)
     parts = tuple(parts) if parts else tuple(PARTS)
     board_part = TARGET_PARTS.get(points[0].base.target) if points else None
@@ -358,8 +343,6 @@ def _params(p: DesignPoint) -> dict[str, Any]:
 
 def _record(p: DesignPoint, wire: dict | None, results: dict[str, dict], images: int | str, part: str,
             parts: tuple[str, ...], families: tuple[str, ...]) -> dict[str, Any]:
-    from vtakit.hw.synth import PARTS
-
     rec: dict[str, Any] = {"index": p.index, "point": p.name, "config": p.config.label if p.ok else "",
                            **_params(p), "status": "ok", "failed_stage": "", "reason": "",
                            "images": images_for(p.config, images) if p.ok else None,
@@ -414,8 +397,6 @@ def _record(p: DesignPoint, wire: dict | None, results: dict[str, dict], images:
 def _timing_fields(t: dict, rec: dict, family: str) -> dict[str, Any]:
     """Estimated fmax on the primary part's family, the clock the point can run at and its
     latency there (hw.timing: 7-series delays, scaled for UltraScale+)."""
-    from vtakit.hw.timing import XCUP_SCALE
-
     scale = XCUP_SCALE if family == "xcup" else 1.0
     fmax = 1000.0 / (t["routed_ns"] * scale)
     asked = rec["clock_mhz"]

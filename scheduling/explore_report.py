@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from vtakit.hw.synth import PARTS
 from vtakit.scheduling.explore import ExploreResult, pareto_front
 from vtakit.tables import save_figure
 
@@ -59,8 +60,6 @@ def _label_groups(pts: Sequence[dict], key: str, lat: str = "latency_ms") -> dic
 
 def plot_pareto(result: ExploreResult, path: str | Path) -> Path | None:
     """Latency against LUT, BRAM36 and DSP48, one panel each, its 2-D front drawn; None without resources."""
-    from vtakit.hw.synth import PARTS
-
     pts = [r for r in result.records if r["status"] == "ok" and r.get("lut") is not None]
     if not pts:
         return None
@@ -142,8 +141,6 @@ def _table(records: Sequence[dict], have_resources: bool) -> list[str]:
 
 
 def write_summary(result: ExploreResult, path: str | Path, *, space: str = "", plot: Path | None = None) -> Path:
-    from vtakit.hw.synth import PARTS
-
     recs = result.records
     have_resources = any(r.get("lut") is not None for r in recs)
     ok = [r for r in recs if r["status"] == "ok"]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vtakit.devices import ACCELERATOR, device_names, open_device
 from vtakit.isa.config import HwConfig
 from vtakit.isa.image import ProgramImage
 from vtakit.sim.decoded import check_dram
@@ -30,8 +31,6 @@ def run(cfg: HwConfig, dram: np.ndarray, insn_addr: int, insn_count: int, *,
     device that runs on a given DRAM, e.g. "rtl": the Verilator-built RTL (vtakit.hw),
     which `trace` then writes as a waveform (VCD if the path ends in .vcd, else FST)."""
     check_dram(dram)
-    from vtakit.devices import ACCELERATOR, device_names, open_device
-
     if model not in MODELS and model in device_names(ACCELERATOR):
         device = open_device(model, cfg, dram=dram, trace=trace)
         try:

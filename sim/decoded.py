@@ -13,7 +13,6 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,9 +21,7 @@ from vtakit.isa.config import HwConfig
 from vtakit.isa.encoding import extract, words_from_bytes
 from vtakit.isa.fields import INSN_BYTES, alu_layout, gemm_layout, mem_layout
 from vtakit.isa.opcodes import MEM_MNEMONIC, AluOp, MemId, Module, Opcode
-
-if TYPE_CHECKING:
-    from vtakit.sim.stats import Counters
+from vtakit.sim.stats import Counters
 
 # Token queues, named by direction.
 L2C, C2L, C2S, S2C = range(4)
@@ -278,10 +275,8 @@ def _derive(p: DecodedProgram) -> None:
     p.args = args
 
 
-def static_counters(prog: DecodedProgram) -> "Counters":
+def static_counters(prog: DecodedProgram) -> Counters:
     """The work a program does if every instruction runs (for devices that do not count it)."""
-    from vtakit.sim.stats import Counters
-
     op, mem, loop = prog.opcode, prog.mem, prog.gemm
     uops = loop["iter_out"] * loop["iter_in"] * np.maximum(loop["uop_end"] - loop["uop_bgn"], 0)
     gemm = op == Opcode.GEMM

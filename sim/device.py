@@ -13,6 +13,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from vtakit.devices import register_device
 from vtakit.errors import SimError
 from vtakit.isa.config import HwConfig
 from vtakit.sim.budget import check_work
@@ -109,8 +110,6 @@ class SimDevice:
 
 
 def _register() -> None:
-    from vtakit.devices import register_device
-
     functional = "the functional simulator (results, no cycles)"
     cycle = "the cycle-level simulator"
     for name, model, text in (("fsim", "functional", functional), ("sim", "cycle", cycle),

@@ -28,9 +28,10 @@ def compile(model, config=DEFAULT_PRESET, options: CompileOptions | None = None,
     a "vta" module's host tasks on the GPU), input_shapes, partition_options, schedules, seed,
     calibration ("search": exponents judged at the outputs), keep_float, keep_float_until, ...
     (see vtakit.compiler.pipeline.compile_module)."""
-    # Imported here so that `import vtakit` stays light: the compiler loads on the first compile.
-    from vtakit.compiler.pipeline import compile_module
-    from vtakit.scheduling.log import tuning_context
+    # Imported here so that `import vtakit` (and so `vtakit --help`) stays light: the compiler loads on
+    # the first compile.
+    from vtakit.compiler.pipeline import compile_module  # lazy: import cost, see above
+    from vtakit.scheduling.log import tuning_context  # lazy: import cost, see above
 
     with tuning_context(tuning_log):
         return compile_module(model, config, options, calibrate=calibrate, **keywords)

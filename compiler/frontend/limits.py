@@ -19,6 +19,8 @@ from typing import Iterator
 import numpy as np
 
 from vtakit.errors import CompileError
+from vtakit.compiler.ir import Node
+from vtakit.compiler.ops.onnx_reference import GENERIC, static_shape_inference
 
 MB = 1 << 20
 
@@ -169,9 +171,6 @@ def check_fold(n, name: str, attrs: list, graph, opset: int, budget: Budget | No
     ConstantOfShape, Range, Pad, a broadcast... turn a few bytes into gigabytes.  The output shape
     comes from the inputs' shapes, or onnx's shape inference on the constant inputs, before any
     evaluation; the result is checked again once computed."""
-    from vtakit.compiler.ir import Node
-    from vtakit.compiler.ops.onnx_reference import GENERIC, static_shape_inference
-
     op = n.op_type
     ins = [graph.consts[i] for i in n.input if i]
 

@@ -17,15 +17,19 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from vtakit.errors import CompileError, ConfigError, VtaError
+from vtakit.errors import CompileError, ConfigError, IsaError, VtaError
 from vtakit.compiler.ir import Graph, Node, TensorInfo
 from vtakit.compiler.passes.lower import ActBuffer, VtaTask
 from vtakit.compiler.options import HOSTS, TARGETS
-from vtakit.compiler.module.dram_plan import DramPlan
+from vtakit.compiler.module.dram_plan import DramPlan, liveness, plan_dram
 from vtakit.compiler.module.notes import CompileNotes
+from vtakit.compiler.backends.vta.graph_ops import lowering_rule
+from vtakit.compiler.backends.vta.packing import ReductionPacking
 from vtakit.compiler.backends.vta.program import Program, TensorSpec
+from vtakit.compiler.ops.shapes import infer
 from vtakit.isa.config import HwConfig
-from vtakit.isa.fields import mem_layout
+from vtakit.isa.encoding import decode_columns, decode_program
+from vtakit.isa.fields import INSN_BYTES, mem_layout
 from vtakit.isa.opcodes import MemId, Opcode
 
 MAX_DIM = 1 << 31
@@ -219,8 +223,6 @@ def check(path, module) -> None:
 
 def check_graph(path, g: Graph) -> None:
     """Names resolve, nodes come in an order that can run, and every shape follows from the inputs."""
-    from vtakit.compiler.ops.shapes import infer
-
     if len(set(g.inputs)) != len(g.inputs) or not g.outputs:
         raise _fail(path, "graph", "repeated inputs or no outputs")
     for name, c in g.consts.items():
@@ -260,9 +262,6 @@ def check_graph(path, g: Graph) -> None:
 
 
 def _check_task(path, module, t: VtaTask) -> None:
-    from vtakit.compiler.backends.vta.graph_ops import lowering_rule
-    from vtakit.compiler.backends.vta.packing import ReductionPacking
-
     cfg, p = module.config, t.program
     node = module.graph.node(t.node)
     if t.op != node.op or lowering_rule(node) is None:
@@ -309,9 +308,6 @@ def _check_task(path, module, t: VtaTask) -> None:
 
 def _check_plan(path, module) -> None:
     """The stored plan must be the one the compiler makes for these buffers (same order of constants)."""
-    from vtakit.compiler.module.dram_plan import liveness, plan_dram
-    from vtakit.isa.fields import INSN_BYTES
-
     plan, vta = module.plan, module.vta_tasks()
     if module.target in HOSTS:
         return
@@ -330,9 +326,6 @@ def _check_plan(path, module) -> None:
 def _check_program(path, module, t: VtaTask) -> None:
     """Every instruction decodes under the config; every LOAD/STORE is relocated to one tensor, of its
     memory type, reads or writes only inside that tensor's buffer, and stays inside its on-chip buffer."""
-    from vtakit.errors import IsaError
-    from vtakit.isa.encoding import decode_columns, decode_program
-
     cfg, p = module.config, t.program
     try:
         insns = decode_program(p.words.astype("<u8").tobytes(), cfg)

@@ -19,11 +19,14 @@ import numpy as np
 from vtakit.devices import HOST, device_entry, register_device
 from vtakit.errors import CompileError, DeviceError
 from vtakit.compiler.ir import Graph, TensorInfo
+from vtakit.compiler.backends import cpu, cuda
+from vtakit.compiler.backends.vta.runtime import resolve_device
 from vtakit.compiler.passes.lower import VtaTask
 from vtakit.compiler.module.container import FORMAT, VERSION, read_module, write_module  # noqa: F401
 from vtakit.compiler.module import check
 from vtakit.compiler.module.dram_plan import DramPlan
 from vtakit.compiler.module.notes import CompileNotes
+from vtakit.compiler.module.report import ModuleReport
 from vtakit.compiler.options import HOSTS
 from vtakit.compiler.ops.execute import check_feeds
 from vtakit.compiler.module.runner import Binding, RunResult, bind, check_finite, run_module
@@ -78,8 +81,6 @@ class CompiledModule:
     def _device(self, device):
         if (isinstance(device, str) and device_entry(device).kind == HOST) or self.target in HOSTS:
             return None
-        from vtakit.compiler.backends.vta.runtime import resolve_device
-
         if not isinstance(device, str) and getattr(device, "config", None) != self.config:
             label = getattr(getattr(device, "config", None), "label", "?")
             raise DeviceError(f"this module was compiled for {self.config.label}, the device is configured as "
@@ -95,8 +96,6 @@ class CompiledModule:
 
     def _host_kernels(self, device, host):
         """The host backend: compiler.backends.cpu, or GpuKernels on the GPU (`host` overrides the module's choice)."""
-        from vtakit.compiler.backends import cpu
-
         if host is None:
             on_device = device if isinstance(device, str) and device in HOSTS else None
             host = on_device or self.host
@@ -104,8 +103,6 @@ class CompiledModule:
             raise DeviceError(f"unknown host {host!r}; use cpu, cuda or a GPU backend object")
         if host == "cpu":
             return cpu
-        from vtakit.compiler.backends import cuda
-
         if host == "cuda":
             try:
                 host = cuda.default_gpu()
@@ -139,8 +136,6 @@ class CompiledModule:
 
     def report(self):
         """Per-layer table of the last run (see compiler.module.report)."""
-        from vtakit.compiler.module.report import ModuleReport
-
         if self.last_run is None:
             raise CompileError("the module has not run yet: call .run(inputs) first")
         return ModuleReport.of(self)

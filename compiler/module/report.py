@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 
 from vtakit.compiler.module.notes import ModelFactors, QuantNotes
+from vtakit.compiler.ops import op_def
 from vtakit.compiler.quant.recipe import recipe_lines
 from vtakit.compiler.quant.quantize import SAME_SCALE_OPS
 from vtakit.isa.config import HwConfig
@@ -79,8 +80,6 @@ def output_rows(graph) -> list[OutputRow]:
 def host_kernel_kinds(graph) -> dict[tuple[str, str], int]:
     """How many nodes of each op run on the host without an llvmlite kernel (numpy or onnx.reference):
     correct but slow, so the report names them."""
-    from vtakit.compiler.ops import op_def
-
     out: dict[tuple[str, str], int] = {}
     for n in graph.nodes:
         kind = op_def(n.op, n).kernel

@@ -8,7 +8,9 @@ from __future__ import annotations
 from vtakit.compiler.ops.epilogues import host_epilogue, run_requantized
 from vtakit.compiler.ops.epilogues import run_wide_conv
 from vtakit.compiler.ir import Graph, Node, TensorInfo
+from vtakit.compiler.ops.onnx_reference import convert_generic
 from vtakit.compiler.ops.registry import FLOAT32, FLOAT32_INT8, OpDef, auto_pad, Precision, fail, register
+from vtakit.errors import CompileError
 from vtakit.isa.arith import ceil_div
 
 
@@ -54,8 +56,6 @@ def _spatial(node: Node, x: TensorInfo, kernel, strides, pads, dilations, ceil_m
 
 def window_attrs(imp, op: str, name: str, ins: list[str], at: dict) -> dict:
     """kernel, strides, pads (t, l, b, r), dilations of a 2-D window op, auto_pad resolved."""
-    from vtakit.errors import CompileError
-
     x = imp.graph.tensors[ins[0]]
     if len(x.shape) != 4:
         raise CompileError(f"only 2-D (NCHW) {op} is supported, input shape {x.shape}", node=name, op=op)
@@ -74,8 +74,6 @@ def window_attrs(imp, op: str, name: str, ins: list[str], at: dict) -> dict:
 # ------------------------------------------------------------------------------------------- Conv
 def _not_2d(imp, n, name: str, at: dict) -> bool:
     """1-D and 3-D windows run generically (onnx.reference) on the host."""
-    from vtakit.compiler.ops.onnx_reference import convert_generic
-
     if len(imp.graph.tensors[n.input[0]].shape) == 4:
         return False
     convert_generic(imp, n, name, at)
@@ -141,8 +139,6 @@ def _weights_form(g: Graph, n: Node) -> bool:
 
 # ---------------------------------------------------------------------------------------- pooling
 def _convert_pool(imp, n, name: str, at: dict) -> None:
-    from vtakit.compiler.ops.onnx_reference import convert_generic
-
     if _not_2d(imp, n, name, at):
         return
     op, ins, outs = n.op_type, list(n.input), list(n.output)

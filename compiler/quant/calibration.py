@@ -32,6 +32,7 @@ import numpy as np
 
 from vtakit.compiler.options import CalibrationMethod
 from vtakit.compiler.quant.quantize import EXP_RANGE, Calibration, candidate_exponents, ideal_exponent
+from vtakit.compiler.quant.quantize import calibrate as observe_graph
 
 HISTOGRAM_METHODS = (CalibrationMethod.PERCENTILE, CalibrationMethod.KL)  # the methods that read `MethodCalibration.hist`
 DEFAULT_METHOD = CalibrationMethod.MAX
@@ -191,6 +192,4 @@ def calibrate(graph, samples: list[dict[str, np.ndarray]],
               method: CalibrationMethod | str = DEFAULT_METHOD) -> MethodCalibration:
     """Run the float graph over the samples, observing every float tensor, for `method` (one CompileError
     for a value that is not a method: "auto" is the recipe search's, compile_module's)."""
-    from vtakit.compiler.quant.quantize import calibrate as run
-
-    return run(graph, samples, MethodCalibration(method=CalibrationMethod.parse(method, concrete=True)))
+    return observe_graph(graph, samples, MethodCalibration(method=CalibrationMethod.parse(method, concrete=True)))

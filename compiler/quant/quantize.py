@@ -60,6 +60,7 @@ from vtakit.compiler.ops.execute import check_feeds, run_graph
 from vtakit.compiler.ir import Graph, Node, TensorInfo
 from vtakit.compiler.frontend.onnx_import import PRECISION
 from vtakit.compiler.ops import Precision, int8_rule, op_def, precision_of
+from vtakit.compiler.passes.simplify import eliminate_dead_code
 from vtakit.compiler.quant.techniques.weight_rounding import ROUNDED_KEY
 from vtakit.compiler.quant.techniques.wide_residual import reader_output, wide_pairs, widen
 
@@ -118,8 +119,6 @@ def strip_fake_quant(graph: Graph) -> Graph:
                 renames[n.outputs[0]] = p.inputs[0]
     g.nodes = [n for n in g.nodes if n.outputs[0] not in renames]
     g.rename_uses(renames)  # one walk, not one per pair (quadratic in a QDQ model's size)
-    from vtakit.compiler.passes.simplify import eliminate_dead_code
-
     return eliminate_dead_code(g)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from vtakit.compiler.backends.cuda.device_array import Argument, DeviceArray, GpuBackend
+from vtakit.compiler.backends.cuda.driver_api import default_gpu
 from vtakit.compiler.backends.cuda.kernel import GpuKernel
 from vtakit.errors import DeviceError
 
@@ -30,8 +31,6 @@ class Call:
             self.backend, self.host_result = first.backend, False
         else:
             if gpu is None:
-                from vtakit.compiler.backends.cuda.driver_api import default_gpu
-
                 gpu = default_gpu()
             self.backend, self.host_result = gpu, True
 

@@ -84,8 +84,10 @@ def record_launches(graph, nodes: Iterable[str] | None = None, arch: str = DEFAU
     declared shapes, so every kernel's PTX is generated now.  A node without GPU code (numpy or
     onnx.reference: it runs on host copies) launches nothing but its fused activation.
     """
-    from vtakit.compiler.ops.execute import fused_activation, run_node
-    from vtakit.compiler.ops import op_def
+    # ops.epilogues imports cuda.record, which runs this package's __init__ and so this module: at the
+    # top, these would import ops while ops is still initializing (ImportError on run_wide_add).
+    from vtakit.compiler.ops.execute import fused_activation, run_node  # lazy: import circle, see above
+    from vtakit.compiler.ops import op_def  # lazy: import circle, see above
 
     recorder = Recorder(arch)
     kernels = GpuKernels(recorder, graph.consts.values())

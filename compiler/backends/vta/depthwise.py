@@ -32,6 +32,7 @@ from vtakit.errors import CompileError
 from vtakit.compiler.backends.vta.affine import Affine
 from vtakit.compiler.backends.vta.codegen import CompiledOp, lower
 from vtakit.compiler.backends.vta.heuristics import _INSN_OVERHEAD, _row_cycles, candidates
+from vtakit.compiler.backends.vta.runtime import resolve_device, run_compiled
 from vtakit.compiler.backends.vta.schedule import Schedule, apply
 from vtakit.compiler.backends.vta.te import Access, Axis, ComputeDef, Tensor, epilogue
 from vtakit.isa.arith import ceil_div
@@ -236,8 +237,6 @@ def simulated_cycles(cfg: HwConfig, *, x_shape, kernel: tuple[int, int], stride:
 
 
 def _cycles_on_zeros(cfg: HwConfig, op: CompiledOp) -> int:
-    from vtakit.compiler.backends.vta.runtime import resolve_device, run_compiled
-
     zeros = {name: np.zeros(op.tensors[name].nbytes(cfg), np.uint8) for name in op.inputs}
     return run_compiled(op, resolve_device("sim", cfg), zeros)[1].cycles
 

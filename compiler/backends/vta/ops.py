@@ -23,6 +23,7 @@ import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.backends.vta.codegen import CompiledOp, lower
+from vtakit.compiler.backends.vta.depthwise import compile_depthwise, pack_depthwise_weight
 from vtakit.compiler.backends.vta.eltwise_ops import add, compile_eltwise, max_pool2d, relu, requantize  # noqa: F401
 from vtakit.compiler.backends.vta.op_checks import OpReport, check_array, check_vthreads, knobs_of, op_config, op_report, requant_args
 from vtakit.compiler.backends.vta.lowering import bias_fits, pack_bias_weight
@@ -267,8 +268,6 @@ def depthwise_conv2d(x: np.ndarray, w: np.ndarray, *, stride: int = 1, padding: 
                      timeout_s: float | None = None, name: str = "depthwise") -> tuple[np.ndarray, OpReport]:
     """Depthwise convolution (w int8 (C, 1, KH, KW)) as a block-diagonal GEMM (`depthwise.py`);
     `padding` one value or (top, left, bottom, right)."""
-    from vtakit.compiler.backends.vta.depthwise import compile_depthwise, pack_depthwise_weight
-
     cfg = op_config(config)
     check_array("x", name, x, np.int8, 4)
     check_array("w", name, w, np.int8, 4)
