@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 
 from vtakit.compiler.backends import cpu
-from vtakit.compiler.backends.cuda.record import Recorder
 from vtakit.compiler.ir import Node
 
 
@@ -34,7 +33,7 @@ def on_host(kernels, fn, args: list, shape: tuple[int, ...], dtype) -> object:
     """fn on numpy arrays for either host backend: GPU arrays are read back and the result returned to the
     GPU (`kernels.host` / `kernels.device`); at GPU compile time (no data, nothing launched) a placeholder."""
     if kernels is not cpu and hasattr(kernels, "host"):
-        if isinstance(kernels.backend, Recorder):
+        if getattr(kernels.backend, "records_only", False):  # cuda.record.Recorder: compile time, no data
             return kernels.backend.empty(shape, dtype)
         return kernels.device(np.ascontiguousarray(fn(*[kernels.host(a) for a in args])))
     return fn(*args)

@@ -18,6 +18,8 @@ from vtakit.compiler.backends.cuda import conv, elementwise, gemm, layout, linea
 from vtakit.compiler.backends.cuda.device_array import DeviceArray, GpuBackend
 from vtakit.compiler.backends.cuda.record import Recorder
 from vtakit.compiler.backends.cuda.target import DEFAULT_ARCH
+from vtakit.compiler.ops import op_def
+from vtakit.compiler.ops.execute import fused_activation, run_node
 
 OPERATORS: dict[str, Callable[..., Any]] = {
     "conv2d": conv.conv2d, "dense": linear.dense, "matmul": gemm.matmul,
@@ -84,11 +86,6 @@ def record_launches(graph, nodes: Iterable[str] | None = None, arch: str = DEFAU
     declared shapes, so every kernel's PTX is generated now.  A node without GPU code (numpy or
     onnx.reference: it runs on host copies) launches nothing but its fused activation.
     """
-    # ops.epilogues imports cuda.record, which runs this package's __init__ and so this module: at the
-    # top, these would import ops while ops is still initializing (ImportError on run_wide_add).
-    from vtakit.compiler.ops.execute import fused_activation, run_node  # lazy: import circle, see above
-    from vtakit.compiler.ops import op_def  # lazy: import circle, see above
-
     recorder = Recorder(arch)
     kernels = GpuKernels(recorder, graph.consts.values())
     chosen = None if nodes is None else set(nodes)

@@ -40,6 +40,7 @@ class Recorder:
     """A GpuBackend that records launches per node instead of running them (placeholder memory)."""
 
     label = "recorder"
+    records_only = True  # launches are recorded, nothing runs: host code gets placeholders (ops.epilogues)
 
     def __init__(self, arch: str = DEFAULT_ARCH):
         self.arch = arch
