@@ -42,7 +42,7 @@ docs: install
 # The slow tests, then the fuzz tests (tests/fuzz) with a long budget of examples.
 test-slow: install
 	$(PYTEST) -q -n auto -m slow
-	VTAKIT_FUZZ_EXAMPLES=2000 $(PYTEST) -q -n auto tests/fuzz
+	VTAKIT_FUZZ_EXAMPLES=2000 $(PYTEST) -q -n auto tests/unit/fuzz
 
 test-all: install
 	$(PYTEST) -q -n auto

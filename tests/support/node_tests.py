@@ -105,7 +105,7 @@ def run(pattern: str = "") -> dict[str, tuple[str, str]]:
     return {os.path.basename(d): run_one(d) for d in node_dirs() if pattern in os.path.basename(d)}
 
 
-if __name__ == "__main__":  # python tests/compiler/graph/node_tests.py [substring]
+if __name__ == "__main__":  # python tests/support/node_tests.py [substring]
     import collections
     import sys
 

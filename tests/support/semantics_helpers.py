@@ -1,6 +1,6 @@
 """Helpers for hand-written semantics tests: a program builder that adds the standard
 tokens, numpy versions of the accumulator arithmetic, and a check that runs both
-simulator models and the reference interpreter (tests/reference.py) against expected
+simulator models and the reference interpreter (tests/support/reference.py) against expected
 values.  Accumulator values wider than the 8-bit output are observed with
 `Prog.dump32`, which copies them and stores their four bytes separately (SHR by 0, 8,
 16, 24; it uses ALU reset and the 6-bit SHR amount, so only on extended configs).

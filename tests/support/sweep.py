@@ -3,10 +3,10 @@
 A property takes a `case` (a dict of shapes and parameters drawn by hypothesis,
 plus a `seed` for the array contents, which numpy draws: hypothesis would be
 slow at building large arrays) and a `Backend` that runs a kernel by name under
-guards.  `budgets()` turns one test into a fast variant for `make test` and a
-SWEEP_EXAMPLES variant marked slow for `make test-slow`; both use a seed
-derived from the family's name and no example database, so CI runs the same
-cases every time.
+guards.  `budgets()` gives a unit test its fast number of examples; `sweeps()`
+copies those tests with SWEEP_EXAMPLES for an integration module, which marks
+them slow (`make test-slow`).  Both use a seed derived from the family's name
+and no example database, so CI runs the same cases every time.
 
 With SWEEP_LOG=path in the environment, every case tried is appended to that
 file as "family<TAB>examples<TAB>case without seed", which is how the sweep
@@ -16,6 +16,7 @@ figures (cases and distinct shapes per family) are counted.
 from __future__ import annotations
 
 import os
+import types
 import zlib
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -45,9 +46,30 @@ def cpu_backend(name: str, *args: Any, **kwargs: Any) -> np.ndarray:
 
 
 def budgets(fast: int = FAST_EXAMPLES) -> pytest.MarkDecorator:
-    """parametrize("examples"): `fast` examples in the default suite, SWEEP_EXAMPLES under the slow marker."""
-    return pytest.mark.parametrize("examples", [pytest.param(fast, id="fast"),
-                                                pytest.param(SWEEP_EXAMPLES, id="sweep", marks=pytest.mark.slow)])
+    """parametrize("examples"): `fast` examples, the unit test's budget (`sweeps` gives the long one)."""
+    return pytest.mark.parametrize("examples", [pytest.param(fast, id="fast")])
+
+
+_SWEEP = pytest.mark.parametrize("examples", [pytest.param(SWEEP_EXAMPLES, id="sweep")]).mark
+
+
+def _is_budget(mark: pytest.Mark) -> bool:
+    return mark.name == "parametrize" and mark.args[0] == "examples"
+
+
+def sweeps(module: types.ModuleType) -> dict[str, Callable[..., None]]:
+    """Every test of `module` under budgets(), copied with SWEEP_EXAMPLES examples instead (its other
+    parametrizations kept), by name: one property, written once, runs in both suites."""
+    copies: dict[str, Callable[..., None]] = {}
+    for name, test in vars(module).items():
+        marks = getattr(test, "pytestmark", [])
+        if not name.startswith("test_") or not any(_is_budget(m) for m in marks):
+            continue
+        copy = types.FunctionType(test.__code__, test.__globals__, name, test.__defaults__, test.__closure__)
+        copy.__doc__ = test.__doc__
+        copy.pytestmark = [_SWEEP if _is_budget(m) else m for m in marks]
+        copies[name] = copy
+    return copies
 
 
 def check(examples: int, family: str, cases: st.SearchStrategy, prop: Callable[[dict], None]) -> None:
