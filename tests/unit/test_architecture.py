@@ -168,6 +168,23 @@ def test_layers_keep_their_direction():
     assert not [layer for layer, t in library.items() if "vtakit.cli" in t], "the library imports its CLI"
 
 
+def test_function_level_imports_say_why_they_are_lazy():
+    """A vtakit import inside a function hides a dependency from the reader, so outside the CLI (whose
+    commands load their library lazily on purpose) each one names its reason on its line after
+    `# lazy:` (an optional dependency such as pynq, a circle through a package __init__); else it
+    belongs at the top of the module."""
+    modules = _module_files()
+    bare = set()
+    for module, path in modules.items():
+        if _layer(module) == "vtakit.cli":
+            continue
+        lines = path.read_text().splitlines()
+        for _, line, in_function in _imports(module, path, modules):
+            if in_function and "# lazy:" not in lines[line - 1]:
+                bare.add(f"{path.relative_to(ROOT)}:{line}: {lines[line - 1].strip()}")
+    assert not bare, "function-level imports without a `# lazy:` reason:\n" + "\n".join(sorted(bare))
+
+
 MAX_MODULE_LINES = 550
 MAX_TOTAL_LINES = 36_000   # the library (tests and benchmarks aside); raise it on purpose, not by drift
 
