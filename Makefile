@@ -39,7 +39,7 @@ docs: install
 	@mkdir -p out
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d out/site > out/docs.log 2>&1 || { cat out/docs.log; exit 1; }
 
-# The slow tests, then the fuzz tests (tests/fuzz) with a long budget of examples.
+# The slow tests, then the fuzz tests (tests/unit/fuzz) with a long budget of examples.
 test-slow: install
 	$(PYTEST) -q -n auto -m slow
 	VTAKIT_FUZZ_EXAMPLES=2000 $(PYTEST) -q -n auto tests/unit/fuzz

@@ -95,12 +95,19 @@ def _imports(module: str, path: Path, modules: dict[str, Path]):
 
 
 def module_graph() -> dict[str, dict[str, int]]:
-    """Module -> {module it imports: line}, module-level and function-level imports alike."""
+    """Module -> {module it imports: line}, module-level and function-level imports alike.  Importing
+    a.b.c also runs the __init__ of a.b (and of a) unless the importer is inside it already: those
+    packages are edges too (a package __init__ that re-exports is where hidden circles start)."""
     modules = _module_files()
     graph: dict[str, dict[str, int]] = {m: {} for m in modules}
     for module, path in modules.items():
+        own = {".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 2)}
         for target, line, _ in _imports(module, path, modules):
-            graph[module].setdefault(target, line)
+            parts = target.split(".")
+            for i in range(2, len(parts) + 1):
+                package = ".".join(parts[:i])
+                if package in modules and package not in own and package != module:
+                    graph[module].setdefault(package, line)
     return graph
 
 
@@ -171,7 +178,7 @@ def test_layers_keep_their_direction():
 def test_function_level_imports_say_why_they_are_lazy():
     """A vtakit import inside a function hides a dependency from the reader, so outside the CLI (whose
     commands load their library lazily on purpose) each one names its reason on its line after
-    `# lazy:` (an optional dependency such as pynq, a circle through a package __init__); else it
+    `# lazy:` (an optional dependency such as pynq, or the import cost of `import vtakit`); else it
     belongs at the top of the module."""
     modules = _module_files()
     bare = set()

@@ -220,6 +220,30 @@ def test_a_dask_cluster_without_workers_is_one_error_within_the_bound(tmp_path, 
     assert "has had no workers for 2 s" in err and "Traceback" not in err
 
 
+def test_a_dask_worker_killed_mid_run_loses_no_job():
+    """A real worker process of a two-worker cluster killed with SIGKILL while it runs jobs: every job still
+    finishes (Dask moves the lost worker's jobs to the other, and run_jobs resubmits any it reports lost)."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, protocol="tcp", host="127.0.0.1",
+                      dashboard_address=None, silence_logs=50) as cluster:
+        victim = next(iter(cluster.workers.values())).process.pid
+        with executor(dask=cluster.scheduler_address, dead_after_s=30) as ex:
+            jobs = {k: (lambda e: e.submit(time.sleep, 0.4, pure=False)) for k in range(8)}
+
+            def finish_all() -> list[int]:
+                done = []
+                for key, future in run_jobs(ex, jobs):
+                    assert future.exception() is None, future.exception()
+                    done.append(key)
+                    if len(done) == 1:
+                        os.kill(victim, signal.SIGKILL)
+                return done
+
+            done = _within(120, finish_all)
+    assert sorted(done) == list(range(8))
+
+
 # ------------------------------------------------------------------ killed runs
 def _descendants(pid: int) -> list[int]:
     """Every process below `pid` (children first found through /proc)."""
