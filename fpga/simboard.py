@@ -29,7 +29,7 @@ from vtakit.fpga.driver import PynqDevice
 from vtakit.fpga.hwh import hwh_text
 from vtakit.fpga.overlay import (bit_part_code, overlay_files, read_bit_header, read_sidecar, sidecar_dict,
                                  sim_bit_data, simulated_config, write_bit)
-from vtakit.fpga.regmap import BLOCK_SPAN, MODULES, VTAKIT, RegisterMap, discover
+from vtakit.fpga.regmap import BLOCK_SPAN, MODULES, VTA_HLS, VTAKIT, RegisterMap, discover
 from vtakit.hw.build import build, cache_root
 from vtakit.hw.device import RUN_FINISHED, RUN_HANG, RUN_RUNNING, load_harness
 from vtakit.isa.config import HwConfig
@@ -257,6 +257,8 @@ def write_sim_overlay(directory: str | Path, board: str | BoardPreset, cfg: HwCo
     """A simulated overlay for `cfg` on `board`: .bit (carrying the config) and .hwh, plus the
     .json a `vtakit fpga project` build has (vtakit flavour) or VTA's file naming (vta-hls).
     Returns the .bit path; files that already exist with the same content are kept."""
+    if flavour not in (VTAKIT, VTA_HLS):
+        raise DeviceError(f"unknown overlay flavour {str(flavour)[:40]!r}; use {VTAKIT!r} or {VTA_HLS!r}")
     preset = board_preset(board)
     preset.check_config(cfg)
     if flavour == VTAKIT:

@@ -7,7 +7,7 @@ The import root re-exports what most users reach for first; the layers live in
 
 from vtakit import errors
 from vtakit.errors import (
-    CompileError, ConfigError, DeadlockError, DeviceError, DeviceTimeout, IsaError, RtlError,
+    BudgetExceeded, CompileError, ConfigError, DeadlockError, DeviceError, DeviceTimeout, IsaError, RtlError,
     SimError, VtaError,
 )
 from vtakit.compiler.options import CompileOptions
@@ -39,5 +39,5 @@ def compile(model, config=DEFAULT_PRESET, options: CompileOptions | None = None,
 
 __all__ = [
     "HwConfig", "errors", "VtaError", "ConfigError", "IsaError", "SimError", "DeadlockError",
-    "CompileError", "RtlError", "DeviceError", "DeviceTimeout", "__version__", "compile",
+    "CompileError", "RtlError", "DeviceError", "DeviceTimeout", "BudgetExceeded", "__version__", "compile",
 ]

@@ -148,3 +148,10 @@ def test_hwh_fingerprint_catches_a_renamed_bitstream(tmp_path):
     with pytest.raises(DeviceError, match="IP vta_0 was generated for config pynq") as e:
         PynqDevice(other, bit, board="pynq-z1", device=SimBoard("pynq-z1"), download=False)
     _one_line(e)
+
+
+def test_an_unknown_overlay_flavour_is_one_error(tmp_path):
+    """Not silently VTA's HLS file naming: the flavour names the register layout the driver expects."""
+    with pytest.raises(DeviceError, match="unknown overlay flavour 'vta-hsl'"):
+        write_sim_overlay(tmp_path, "pynq-z1", PYNQ, flavour="vta-hsl")
+    assert not any(tmp_path.iterdir())

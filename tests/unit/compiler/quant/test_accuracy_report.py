@@ -43,7 +43,7 @@ def test_report_accuracy_follows_the_configs_requantization(tmp_path, capsys):
     then carries them); a multiplier on a config without MUL is one clear error."""
     model, _ = _digits(tmp_path)
     args = ["report", str(model), "--accuracy", "--calibrate", str(tmp_path / "cal.npy"), "--input",
-            str(tmp_path / "x.npy"), "--plot", ""]
+            str(tmp_path / "x.npy")]
     assert main(args + ["--config", "pynq_mul"]) == 0
     text = capsys.readouterr().out
     assert "requantization multiplier (pynq_mul)" in text and "range scaling:" in text and "│ fc " in text

@@ -145,7 +145,7 @@ def test_report_accuracy_with_search_and_keep_float_until(tmp_path, small, capsy
     np.save(tmp_path / "cal.npy", np.stack([s[g.inputs[0]] for s in samples]))
     np.save(tmp_path / "x.npy", samples[0][g.inputs[0]])
     assert main(["report", str(tmp_path / "m.onnx"), "--accuracy", "--calibrate", str(tmp_path / "cal.npy"),
-                 "--input", str(tmp_path / "x.npy"), "--plot", "", "--calibration", "search",
+                 "--input", str(tmp_path / "x.npy"), "--calibration", "search",
                  "--keep-float-until", "0.99999"]) == 0
     out = capsys.readouterr().out
     assert "calibration search on 4 samples" in out and "exponent search: output error" in out

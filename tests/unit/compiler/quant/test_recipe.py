@@ -231,6 +231,5 @@ def test_report_accuracy_shows_every_recipe_judged(tmp_path, capsys):
     assert recipe_table(None) is None
     onnx.save(_residual_model(), tmp_path / "m.onnx")
     np.save(tmp_path / "cal.npy", np.stack(_smooth(4, 0)))
-    assert main(["report", str(tmp_path / "m.onnx"), "--accuracy", "--calibrate", str(tmp_path / "cal.npy"),
-                 "--plot", ""]) == 0
+    assert main(["report", str(tmp_path / "m.onnx"), "--accuracy", "--calibrate", str(tmp_path / "cal.npy")]) == 0
     assert "quantization recipes judged on the calibration samples" in capsys.readouterr().out

@@ -122,7 +122,7 @@ def test_report_accuracy_takes_the_option(tmp_path, capsys) -> None:
 
     path = tmp_path / "residual.onnx"
     onnx.save(residual_net(), path)
-    args = ["report", str(path), "--accuracy", "--plot", ""]
+    args = ["report", str(path), "--accuracy"]
     assert main(args + ["--wide-residual", "on"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if "│ Conv │" in line]
     assert sorted(r.split("│")[1].strip() for r in rows if "int32" in r) == ["c2", "c3"]
