@@ -17,7 +17,7 @@ from pathlib import Path
 from vtakit.compiler.module.notes import ModelFactors, QuantNotes
 from vtakit.compiler.ops import op_def
 from vtakit.compiler.quant.recipe import recipe_lines
-from vtakit.compiler.quant.quantize import SAME_SCALE_OPS
+from vtakit.compiler.ops import keeps_scale
 from vtakit.isa.config import HwConfig
 from vtakit.tables import TextTable, save_figure
 
@@ -59,7 +59,7 @@ def output_rows(graph) -> list[OutputRow]:
 
     def origin(t: str):
         n = prod.get(t)
-        while n is not None and n.op in SAME_SCALE_OPS and len(n.inputs) == 1:
+        while n is not None and keeps_scale(n.op) and len(n.inputs) == 1:
             n = prod.get(n.inputs[0])
         return n
 

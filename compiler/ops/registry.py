@@ -156,6 +156,12 @@ def precision_of(op: str) -> Precision:
     return ONNX_PRECISION.get(op, Precision.FLOAT)
 
 
+def keeps_scale(op: str) -> bool:
+    """Whether an op's int8 output keeps its input's scale: the precision-neutral ops (read live, so an op
+    registered after the compiler was imported counts too)."""
+    return precision_of(op) is Precision.NEUTRAL
+
+
 # ------------------------------------------------------------------ shared helpers for the families
 def fail(node: "Node", msg: str) -> CompileError:
     return CompileError(msg, node=node.name, op=node.op)

@@ -1,7 +1,7 @@
 """int8 quantization with power-of-two scales, calibrated on sample inputs.
 
 Where a tensor becomes int8 (the precision rule).  Every op declares a class in
-its registry definition (`ops/`, tabled in `onnx_import.PRECISION`): int8-capable (Conv, Dense, same-shape Add),
+its registry definition (`ops/`; `ops.precision_of` reads it live, `onnx_import.PRECISION` tables it): int8-capable (Conv, Dense, same-shape Add),
 precision-neutral (Identity, Flatten, Reshape, Transpose, Squeeze/Unsqueeze,
 Dropout, Concat, Pad, Relu, Clip, MaxPool) or float-only (Softmax, average
 pooling, Mul, ...).  `precision_plan` applies it:
@@ -58,14 +58,11 @@ from vtakit.compiler.quant.techniques.channel_scales import channel_attr, fit_bi
 from vtakit.compiler.quant.techniques import fixed_point
 from vtakit.compiler.ops.execute import check_feeds, run_graph
 from vtakit.compiler.ir import Graph, Node, TensorInfo
-from vtakit.compiler.frontend.onnx_import import PRECISION
-from vtakit.compiler.ops import Precision, int8_rule, op_def, precision_of
+from vtakit.compiler.ops import Precision, int8_rule, keeps_scale, op_def, precision_of
 from vtakit.compiler.passes.simplify import eliminate_dead_code
 from vtakit.compiler.quant.techniques.weight_rounding import ROUNDED_KEY
 from vtakit.compiler.quant.techniques.wide_residual import reader_output, wide_pairs, widen
 
-SAME_SCALE_OPS = tuple(op for op, c in PRECISION.items() if c is Precision.NEUTRAL)
-"""int8 ops whose output keeps the input's scale: the precision-neutral ones."""
 EXP_RANGE = (-16, 30)
 FLOAT_SCALE_KEY = "qdq_scale"
 """Weight cache key (FLOAT_SCALE_KEY, node): a QDQ model's float weight scales kept with multipliers (quant/qdq.py)."""
@@ -263,7 +260,7 @@ def exponent_groups(g: Graph, int8_nodes: list[Node], wide: dict[str, str] | Non
     for n in int8_nodes:
         acts = [i for i in n.inputs if i and not g.is_const(i)]
         tensors.update(t for t in acts + n.outputs if t not in wide)
-        if n.op in SAME_SCALE_OPS:
+        if keeps_scale(n.op):
             for i in acts:
                 groups.union(i, n.outputs[0])
         elif int8_rule(n.op) == "sum" and not any(i in wide for i in acts):

@@ -17,7 +17,8 @@ from vtakit.compiler.frontend.onnx_import import PRECISION, Precision, import_on
 from vtakit.compiler.ir import Graph
 from vtakit.compiler.ops.execute import run_graph
 from vtakit.compiler.pipeline import optimize
-from vtakit.compiler.quant.quantize import SAME_SCALE_OPS, calibrate, quantize
+from vtakit.compiler.ops import keeps_scale
+from vtakit.compiler.quant.quantize import calibrate, quantize
 
 C, HW, K = 4, 4, 8  # channels, image side, dense width: few shapes, so the host kernels' JIT cache hits
 INT8_COMPUTE = ("QConv", "QDense", "QAdd")
@@ -138,7 +139,7 @@ def check_precision_rule(model) -> None:
     rng = np.random.default_rng(0)
     samples = [{"x": rng.standard_normal((1, C, HW, HW)).astype(np.float32)} for _ in range(2)]
     q = quantize(f, calibrate(f, samples))
-    neutral_int8 = lambda n: n.op in SAME_SCALE_OPS and q.tensors[n.outputs[0]].dtype == "int8"  # noqa: E731
+    neutral_int8 = lambda n: keeps_scale(n.op) and q.tensors[n.outputs[0]].dtype == "int8"  # noqa: E731
     users = q.consumers()
     for n in q.nodes:
         if n.op == "Dequantize":

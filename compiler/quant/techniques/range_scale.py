@@ -12,7 +12,7 @@ their own scales (float per channel with multipliers, where a factor on a whole 
 nothing; power-of-two per channel otherwise, re-rounded).
 
 Which tensors share a factor (`factor_groups`): the inputs and output of an op that commutes with a
-positive factor (the precision-neutral ops, `quantize.SAME_SCALE_OPS`: ReLU, max pooling, layout ops,
+positive factor (the precision-neutral ops, `ops.keeps_scale`: ReLU, max pooling, layout ops,
 Concat, Pad and Clip with their constants scaled; Add, whose inputs and output then carry one factor;
 average pooling).  A group is scalable only where every tensor is made by a conv/dense or such an op
 (or is a float graph input) and read only by such ops or as a conv/dense's data input, and none is a
@@ -37,11 +37,18 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from vtakit.compiler.quant.techniques.equalize import has_const_weights
+from vtakit.compiler.ops import keeps_scale
 from vtakit.compiler.ops.execute import run_graph
 from vtakit.compiler.ir import Graph, Node
-from vtakit.compiler.quant.quantize import SAME_SCALE_OPS, _Groups, exponent_groups, ideal_exponent, precision_plan
+from vtakit.compiler.quant.quantize import _Groups, exponent_groups, ideal_exponent, precision_plan
 
-LINEAR_OPS = frozenset(SAME_SCALE_OPS) | {"Add", "AveragePool", "GlobalAveragePool"}
+SCALE_LINEAR = frozenset({"Add", "AveragePool", "GlobalAveragePool"})
+
+
+def scales_linearly(op: str) -> bool:
+    """Whether an op's output scales with one factor on all its activation inputs: the precision-neutral
+    ops and the sums and averages."""
+    return keeps_scale(op) or op in SCALE_LINEAR
 """Ops whose output carries its inputs' factor: every input and the output in one factor group."""
 MARGIN = 1 - 2 ** -10
 """A factor stops this far below the int8 range's edge: calibration's float rounding must not tip a tensor
@@ -66,10 +73,10 @@ class RangeScaling:
 
 
 def factor_groups(g: Graph) -> _Groups:
-    """Tensors that must carry one factor: the activation inputs and output of every LINEAR_OPS node."""
+    """Tensors that must carry one factor: the activation inputs and output of every `scales_linearly` node."""
     groups = _Groups()
     for n in g.nodes:
-        if n.op in LINEAR_OPS:
+        if scales_linearly(n.op):
             for t in n.inputs:
                 if t and not g.is_const(t):
                     groups.union(t, n.outputs[0])
@@ -84,10 +91,10 @@ def _scalable(g: Graph, groups: _Groups) -> dict[str, bool]:
     for t in tensors:
         root = groups.find(t)
         p = producers.get(t)
-        made_here = p is not None and (has_const_weights(g, p) or p.op in LINEAR_OPS)
+        made_here = p is not None and (has_const_weights(g, p) or scales_linearly(p.op))
         user_input = t in g.inputs and g.tensors[t].dtype == "float32"  # scaled by a Mul on the host (_apply)
         good = t not in g.outputs and (made_here or user_input) \
-            and all(r.op in LINEAR_OPS or (has_const_weights(g, r) and r.inputs[0] == t and t not in r.inputs[1:])
+            and all(scales_linearly(r.op) or (has_const_weights(g, r) and r.inputs[0] == t and t not in r.inputs[1:])
                     for r in readers.get(t, []))
         if p is not None and p.op in ("Add", "Concat") and any(i and g.is_const(i) for i in p.inputs):
             good = False  # a constant operand would need the factor too

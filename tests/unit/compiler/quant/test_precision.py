@@ -21,7 +21,8 @@ from vtakit.compiler import zoo
 from vtakit.compiler.frontend.onnx_import import import_onnx
 from vtakit.compiler.pipeline import optimize
 from vtakit.compiler.frontend.onnx_import import PRECISION, SUPPORTED, Precision
-from vtakit.compiler.quant.quantize import SAME_SCALE_OPS, _int8_form, precision_plan
+from vtakit.compiler.ops import keeps_scale
+from vtakit.compiler.quant.quantize import _int8_form, precision_plan
 from vtakit.compiler.quant.recipe import FALLBACK
 
 Tail = tuple[list, list, Callable[[np.ndarray], np.ndarray]]  # ONNX nodes, initializers, numpy meaning
@@ -154,7 +155,7 @@ def test_report_names_a_dequantized_output():
 
 def test_every_supported_op_declares_its_precision():
     assert set(SUPPORTED) - set(PRECISION) == {"Constant"}
-    assert set(SAME_SCALE_OPS) == set(NEUTRAL)
+    assert {op for op in PRECISION if keeps_scale(op)} == set(NEUTRAL)
     for op in ("Softmax", "AveragePool", "GlobalAveragePool", "Mul"):
         assert PRECISION[op] is Precision.FLOAT
     for op in ("Conv", "Dense", "Add"):
@@ -219,3 +220,14 @@ def test_squeeze_and_dropout_errors_name_the_node():
         with pytest.raises(CompileError, match=msg) as e:
             import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
         assert e.value.node == node.name and e.value.op == node.op_type
+
+
+def test_an_op_registered_after_import_keeps_its_precision_class(monkeypatch):
+    """The quantizer reads precision classes live: an op a user registers after importing the compiler
+    (docs/extending.md) is not silently treated as float-only."""
+    from vtakit.compiler.ops import OPS, OpDef
+    from vtakit.compiler.ops.registry import same
+
+    late = OpDef("LateNeutral", same, lambda node, args, k: args[0], Precision.NEUTRAL)
+    monkeypatch.setitem(OPS, late.name, late)
+    assert keeps_scale("LateNeutral") and not keeps_scale("Softmax")
