@@ -163,7 +163,8 @@ class QuantOptions:
             if kind is not None:
                 _parsed(self, f.name, kind)
         _check_bool(self.bias_correction, "bias_correction")
-        if isinstance(self.keep_float, str) or not all(isinstance(n, str) for n in self.keep_float):
+        if (isinstance(self.keep_float, str) or not isinstance(self.keep_float, (tuple, list, set, frozenset))
+                or not all(isinstance(n, str) for n in self.keep_float)):
             raise CompileError(f"keep_float takes node names, got {str(self.keep_float)[:60]!r}")
         object.__setattr__(self, "keep_float", tuple(self.keep_float))
         if isinstance(self.seed, bool) or not isinstance(self.seed, Integral):

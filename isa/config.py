@@ -127,6 +127,9 @@ class HwConfig:
             return spec
         if isinstance(spec, str) and spec in PRESETS:
             return PRESETS[spec]
+        if not isinstance(spec, (str, Path)):
+            raise ConfigError(f"a configuration is a preset name, a JSON file or an HwConfig, "
+                              f"not {type(spec).__name__}")
         path = Path(spec)
         try:
             is_file = path.suffix == ".json" or path.exists()

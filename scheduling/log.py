@@ -237,4 +237,6 @@ def apply_best(log: str | Path | list[str | Path]) -> Iterator[BestSchedules]:
 def tuning_context(log: str | Path | list[str | Path] | None) -> AbstractContextManager[BestSchedules | None]:
     """apply_best(log), or nothing when no log is given: what vtakit.compile and the CLI's --tuning-log
     options enter around a compile.  Yields the schedule table (None without a log)."""
+    if log is not None and not isinstance(log, (str, os.PathLike, list)):
+        raise VtaError(f"tuning_log is a log file or a list of them, not {type(log).__name__}")
     return apply_best(log) if log else nullcontext()

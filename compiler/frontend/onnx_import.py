@@ -17,6 +17,7 @@ types follow its ONNX schema, as onnxruntime requires (`onnx_types`).
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
@@ -70,6 +71,8 @@ def load_model(source):
     else:
         if isinstance(source, (bytes, bytearray)):
             data, shown = bytes(source), "ONNX bytes"
+        elif not isinstance(source, (str, os.PathLike)):  # an int would be read as a file descriptor
+            raise CompileError(f"a model is an ONNX file path, bytes or an onnx.ModelProto, not {type(source).__name__}")
         else:
             data, shown, folder = read_model_file(source), str(source), Path(source).parent
         model = onnx.ModelProto()

@@ -79,8 +79,11 @@ def write_module(path: Path, manifest: dict[str, Any], arrays: dict[str, np.ndar
     manifest["sha256"] = manifest_digest(manifest)
     members = {k.replace("/", "|"): v for k, v in arrays.items()}
     members[MANIFEST] = np.frombuffer(json.dumps(manifest).encode(), np.uint8)
+    target = Path(path)
+    if target.exists() and not target.is_file():  # /dev/full, a folder: never write into a device
+        raise CompileError(f"cannot write module file {path}: not a regular file")
     try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "wb") as f:
             np.savez(f, **members)
     except OSError as e:
@@ -91,6 +94,10 @@ def read_module(path, max_bytes: int | None = None,
                 trust: bool = False) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The manifest and the arrays (names with "/") of a module file, every hash checked, and its
     signature with this user's key unless `trust` (a module from elsewhere, reviewed)."""
+    if not isinstance(trust, bool):  # trust="no" from a config file must not turn the signature check off
+        raise CompileError(f"trust must be True or False, got {type(trust).__name__} {str(trust)[:40]!r}")
+    if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1):
+        raise CompileError(f"max_bytes must be a positive integer, got {str(max_bytes)[:40]!r}")
     cap = default_max_bytes() if max_bytes is None else max_bytes
     try:
         if not Path(path).exists():

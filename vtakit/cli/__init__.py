@@ -72,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError:
         print(f"error: out of memory in vtakit {args.command}", file=sys.stderr)
         return 1
+    except OSError as e:  # the file system said no (a path that is a file, a device, /proc): not a bug
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {one_line(where + (e.strerror or str(e)), 300)}", file=sys.stderr)
+        return 1
     except Exception as e:  # a bug, not bad input: still one line for the user, the traceback on request
         if os.environ.get("VTAKIT_DEBUG"):
             raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -49,6 +50,17 @@ def print_rows(title: str, rows: list[dict], keys: list[str] | None = None) -> N
             cells.append("-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v))
         table.add_row(*cells)
     console.print(table)
+
+
+def png_path(text: str) -> str:
+    """A --plot argument: a path ending in .png that is not a folder or a device (matplotlib would
+    otherwise write PATH.png beside it, or fail on the format)."""
+    path = Path(text)
+    if path.suffix.lower() != ".png":
+        raise argparse.ArgumentTypeError(f"{text[:200]!r} must end in .png")
+    if path.exists() and not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text[:200]!r} is not a regular file")
+    return text
 
 
 class DeprecatedAlias(argparse.Action):

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from vtakit.cli._common import CONFIG_HELP, DeprecatedAlias, console, load_config
+from vtakit.cli._common import CONFIG_HELP, DeprecatedAlias, console, load_config, png_path
 from vtakit.errors import VtaError
 
 
@@ -94,7 +94,8 @@ def register(sub) -> None:
     m.add_argument("--layer", help="only this ResNet-18 layer (C1..C11)")
     m.add_argument("--trace", help="with --layer: write a Chrome/Perfetto trace JSON here")
     m.add_argument("--samples", type=int, default=4, help="calibration images (seeded random)")
-    m.add_argument("--plot", metavar="PNG", help="without --layer: write the roofline of the accelerator tasks here")
-    m.add_argument("--roofline", dest="plot", action=DeprecatedAlias, new="--plot",
+    m.add_argument("--plot", metavar="PNG", type=png_path,
+                   help="without --layer: write the roofline of the accelerator tasks here")
+    m.add_argument("--roofline", dest="plot", action=DeprecatedAlias, new="--plot", type=png_path,
                    help="deprecated spelling of --plot")
     m.set_defaults(func=cmd_demo)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from vtakit.errors import VtaError
 from vtakit.cli._common import CONFIG_HELP, console, load_config
 
 
@@ -83,6 +84,8 @@ def cmd_check(args) -> int:
     preset, cfg = _overlay_board_and_config(args)
     from vtakit.fpga.driver import PynqDevice
 
+    if args.programs < 0:  # before a board or the RTL is set up
+        raise VtaError(f"--programs must be 0 or more, got {args.programs}")
     t0 = time.perf_counter()
     if args.sim:
         from vtakit.fpga.simboard import SimBoard, simulated_pynq

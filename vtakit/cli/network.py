@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vtakit.cli._common import CONFIG_HELP, DeprecatedAlias, console, progress_console
+from vtakit.cli._common import CONFIG_HELP, DeprecatedAlias, console, png_path, progress_console
 from vtakit.devices import device_names
 from vtakit.compiler.options import CHOICES, CalibrationMethod, CompileOptions, QuantOptions
 from vtakit.compiler.quant.recipe import recipe_table
@@ -370,8 +370,8 @@ def _json_number(value):
 
 def _plot_options(p, what: str) -> None:
     """--plot PATH (no default: no file is written unasked), and --roofline, its old spelling."""
-    p.add_argument("--plot", metavar="PNG", help=what)
-    p.add_argument("--roofline", dest="plot", action=DeprecatedAlias, new="--plot",
+    p.add_argument("--plot", metavar="PNG", type=png_path, help=what)
+    p.add_argument("--roofline", dest="plot", action=DeprecatedAlias, new="--plot", type=png_path,
                    help="deprecated spelling of --plot")
 
 
