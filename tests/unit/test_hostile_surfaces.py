@@ -80,3 +80,18 @@ def test_a_number_is_not_read_as_a_file_descriptor(model):
 
 def test_a_model_proto_still_compiles():
     assert isinstance(zoo.build("digits_cnn"), onnx.ModelProto)
+
+
+def test_keep_float_of_only_commas_names_no_node(tmp_path, capsys):
+    model = tmp_path / "d.onnx"
+    onnx.save(zoo.build("digits_cnn"), model)
+    assert main(["compile", str(model), "--keep-float", ",,,", "-o", str(tmp_path / "d.vtamod")]) == 1
+    err = capsys.readouterr().err
+    assert err == "error: --keep-float ',,,' names no node\n"   # one line, no blank line before it
+
+
+@pytest.mark.parametrize("flags", [["--calibration", "mse"], ["--calibrate", "cal.npy"], ["--config", "ultra96"]])
+def test_report_refuses_compile_options_without_accuracy(module_path, flags, capsys):
+    """A compiled module's report cannot change how it was compiled: such options are refused, not ignored."""
+    assert main(["report", str(module_path), *flags]) == 1
+    assert "only apply with --accuracy" in capsys.readouterr().err

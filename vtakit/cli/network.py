@@ -20,7 +20,7 @@ from vtakit.compiler.quant.recipe import recipe_table
 from vtakit.compiler.module.notes import QuantNotes
 from vtakit.compiler.module.report import calibration_lines
 from vtakit.compiler.module.runner import NonFiniteInputWarning
-from vtakit.errors import VtaError, one_line
+from vtakit.errors import CompileError, VtaError, one_line
 from vtakit.files import check_archive, regular_file
 from vtakit.isa.config import DEFAULT_PRESET
 from vtakit.scheduling.log import tuning_context
@@ -261,7 +261,7 @@ def _searches(options: QuantOptions, calibrated: bool) -> bool:
 @contextmanager
 def _search_progress(enabled: bool):
     """A progress callback (phase, done, total) drawing one rich bar per phase, or None."""
-    if not enabled:
+    if not enabled or not progress_console.is_terminal:  # a bar on a pipe or a file leaves only a blank line
         yield None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -285,7 +285,10 @@ def _print_search_notes(notes: QuantNotes) -> None:
 
 
 def _keep_float(spec: str) -> tuple[str, ...]:
-    return tuple(n.strip() for n in spec.split(",") if n.strip())
+    names = tuple(n.strip() for n in spec.split(",") if n.strip())
+    if spec.strip() and not names:
+        raise CompileError(f"--keep-float {spec[:40]!r} names no node")
+    return names
 
 
 def cmd_accuracy(args) -> int:
@@ -336,7 +339,16 @@ def cmd_report(args) -> int:
         if args.json:
             raise VtaError("--json prints a module's report; the --accuracy comparison prints tables only")
         return cmd_accuracy(args)
+    accuracy_only = {"--calibrate": args.calibrate, "--input-shape": args.input_shape, "--config": args.config,
+                     "--keep-float": args.keep_float or None,
+                     **{f"--{k.replace('_', '-')}": getattr(args, k) for k in (
+                         "calibration", "equalize", "bias_correction", "keep_float_until", "range_scale", "requant",
+                         "wide_residual", "weight_rounding")}}
+    given = [flag for flag, value in accuracy_only.items() if value is not None]
+    if given:  # a module is already compiled: these would be ignored without a word
+        raise VtaError(f"{', '.join(given)} only apply with --accuracy (a module is already compiled)")
     module = CompiledModule.load(args.module, max_bytes=_max_module_bytes(args), trust=args.trust)
+
     def say(line: str) -> None:
         """A line for the user: on stderr with --json, so that stdout holds the JSON alone."""
         if args.json:
