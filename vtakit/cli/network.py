@@ -242,13 +242,15 @@ def _requant_option(p) -> None:
                         "(configs with ALU MUL); default auto: multipliers where the config has MUL")
 
 
+QUANT_FLAGS = ("calibration", "equalize", "bias_correction", "keep_float_until", "range_scale", "requant",
+               "wide_residual", "weight_rounding")
+"""The QuantOptions fields the command line sets by flags of the same name (None: not given)."""
+
+
 def _quant_options(args) -> QuantOptions:
     """The quantization options the user gave (the rest keep QuantOptions' defaults)."""
-    given = dict(calibration=args.calibration, equalize=args.equalize, bias_correction=args.bias_correction,
-                 keep_float_until=args.keep_float_until, range_scale=args.range_scale, requant=args.requant,
-                 wide_residual=args.wide_residual, weight_rounding=args.weight_rounding)
-    return QuantOptions(**{k: v for k, v in given.items() if v is not None}, keep_float=_keep_float(args.keep_float),
-                        seed=args.seed)
+    given = {k: getattr(args, k) for k in QUANT_FLAGS if getattr(args, k) is not None}
+    return QuantOptions(**given, keep_float=_keep_float(args.keep_float), seed=args.seed)
 
 
 def _searches(options: QuantOptions, calibrated: bool) -> bool:
@@ -341,9 +343,7 @@ def cmd_report(args) -> int:
         return cmd_accuracy(args)
     accuracy_only = {"--calibrate": args.calibrate, "--input-shape": args.input_shape, "--config": args.config,
                      "--keep-float": args.keep_float or None,
-                     **{f"--{k.replace('_', '-')}": getattr(args, k) for k in (
-                         "calibration", "equalize", "bias_correction", "keep_float_until", "range_scale", "requant",
-                         "wide_residual", "weight_rounding")}}
+                     **{f"--{k.replace('_', '-')}": getattr(args, k) for k in QUANT_FLAGS}}
     given = [flag for flag, value in accuracy_only.items() if value is not None]
     if given:  # a module is already compiled: these would be ignored without a word
         raise VtaError(f"{', '.join(given)} only apply with --accuracy (a module is already compiled)")
