@@ -156,6 +156,7 @@ class QuantOptions:
     keep_float: tuple[str, ...] = ()  # nodes that stay float on the host
     keep_float_until: float | None = None  # a mean output cosine reached by keeping the worst layers float
     seed: int = 0  # of the made-up calibration samples (no `calibrate` given)
+    host_int8: bool = False  # int8 also for nodes the accelerator would not take (default: they stay float)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -163,6 +164,7 @@ class QuantOptions:
             if kind is not None:
                 _parsed(self, f.name, kind)
         _check_bool(self.bias_correction, "bias_correction")
+        _check_bool(self.host_int8, "host_int8")
         if (isinstance(self.keep_float, str) or not isinstance(self.keep_float, (tuple, list, set, frozenset))
                 or not all(isinstance(n, str) for n in self.keep_float)):
             raise CompileError(f"keep_float takes node names, got {str(self.keep_float)[:60]!r}")
