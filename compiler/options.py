@@ -201,6 +201,7 @@ class CompileOptions:
     host: Host = Host.CPU
     quant: QuantOptions = field(default_factory=QuantOptions)
     input_shapes: Mapping[str, tuple[int, ...]] | None = None  # for symbolic input dimensions
+    bind: Mapping[str, Any] | None = None  # inputs fixed to values at compile time: constants (frontend/bound.py)
     partition: Any = None  # passes.partition.PartitionOptions or a dict of its fields (not imported here: its
     # imports reach the techniques, which import this module)
     schedules: Mapping[str, Any] | None = None  # node -> the schedule its accelerator task uses
