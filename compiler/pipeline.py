@@ -32,7 +32,7 @@ from vtakit.compiler.passes.lower import VtaTask, lower_node
 from vtakit.compiler.module.compiled import CompiledModule
 from vtakit.compiler.module.notes import CompileNotes, QuantNotes
 from vtakit.compiler.frontend.onnx_import import import_onnx
-from vtakit.compiler.passes.partition import PartitionOptions, partition
+from vtakit.compiler.passes.partition import PartitionOptions, host_bound, partition
 from vtakit.compiler.module.dram_plan import DramPlan, liveness, plan_dram
 from vtakit.compiler.quant.exponent_search import Progress, check_target
 from vtakit.compiler.quant.quantize import strip_fake_quant
@@ -40,6 +40,7 @@ from vtakit.compiler.quant.techniques.fixed_point import check_requant
 from vtakit.compiler.passes.simplify import simplify
 from vtakit.compiler.quant.qdq import read_scales
 from vtakit.compiler.ops.quant import QDQ_WEIGHTS_NOTE
+from vtakit.errors import VtaError, one_line
 from vtakit.isa.config import DEFAULT_PRESET, HwConfig
 from vtakit.isa.fields import INSN_BYTES
 
@@ -101,6 +102,20 @@ def _optimize(c: Compilation) -> None:
 
 
 def _quantize(c: Compilation) -> None:
+def _precision(c: Compilation) -> None:
+    """Precision follows placement: an int8-capable node the accelerator would not take stays float on the
+    host (`partition.host_bound`), unless the model says int8 (QDQ) or the options ask for int8 there."""
+    if c.float_graph.notes.get("qdq") or c.options.quant.host_int8:
+        return
+    bound = host_bound(c.float_graph, c.config, _partition_options(c))
+    if bound:
+        g = c.float_graph.copy()
+        for n in g.nodes:
+            if n.name in bound:
+                n.attrs["keep_float"] = f"the accelerator cannot take its int8 form ({bound[n.name]})"
+        c.float_graph = g
+
+
     _, c.graph, c.quant_notes = float_and_int8_auto(c.float_graph, c.config, c.calibrate, c.options.quant,
                                                     progress=c.progress)
 
@@ -124,8 +139,24 @@ def _fuse(c: Compilation) -> None:
 
 def _lower(c: Compilation) -> None:
     schedules = c.options.schedules or {}
-    c.tasks = [lower_node(c.graph, n, c.config, c.consts, schedules.get(n.name)) if c.place[n.name] == "vta"
-               else n.name for n in c.graph.nodes]
+    """One task per node; a node whose lowering fails (a field too narrow for its padding, a shape no tiling
+    fits) runs on the host instead, with the failure as its reason: an accelerator limit never aborts a compile."""
+    reasons = c.graph.notes.setdefault("host_reasons", {})
+    c.tasks = []
+    for n in c.graph.nodes:
+        if c.place[n.name] == "vta":
+            consts: dict[str, np.ndarray] = {}
+            try:
+                c.tasks.append(lower_node(c.graph, n, c.config, consts, schedules.get(n.name)))
+                c.consts.update(consts)
+                continue
+            except MemoryError:
+                raise
+            except Exception as e:  # noqa: BLE001 - any failure of one node's lowering: that node to the host
+                c.place[n.name] = "host"
+                what = str(e) if isinstance(e, VtaError) else f"{type(e).__name__}: {e}"
+                reasons[n.name] = f"the accelerator's lowering failed: {one_line(what)}"
+        c.tasks.append(n.name)
 
 
 def _plan(c: Compilation) -> None:
@@ -159,6 +190,8 @@ PIPELINE: tuple[Step, ...] = (
                                              "fuse activations (passes/); cpu and cuda stop here, one host task "
                                              "per node"),
     Step("quantize", _quantize, VTA_ONLY, "calibrate and quantize to power-of-two int8, the recipe searched "
+    Step("precision", _precision, VTA_ONLY, "int8-capable nodes the accelerator would not take stay float on "
+                                            "the host (passes/partition.py host_bound)"),
                                           "(quant/)"),
     Step("partition", _partition, VTA_ONLY, "accelerator or host per node (passes/partition.py)"),
     Step("fuse", _fuse, VTA_ONLY, "residual adds and max pools into the convs that feed them (passes/fusion.py)"),

@@ -36,6 +36,7 @@ class LayerRow:
     gops: float | None
     bytes_moved: int
     intensity: float | None  # ops per byte
+    reason: str = ""  # why a host node runs on the host (partition.host_reason)
 
 
 @dataclass
@@ -88,6 +89,22 @@ def host_kernel_kinds(graph) -> dict[tuple[str, str], int]:
     return out
 
 
+REASON_EXAMPLES = 3
+"""How many node names a grouped host reason lists (a detector has hundreds of host nodes)."""
+
+
+def host_reason_lines(reasons: dict[str, str]) -> list[str]:
+    """The host nodes grouped by their reason, most frequent first: "reason: 12 nodes (a, b, c, ...)"."""
+    by_reason: dict[str, list[str]] = {}
+    for node, why in reasons.items():
+        by_reason.setdefault(why, []).append(node)
+    lines = []
+    for why, nodes in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        shown = ", ".join(nodes[:REASON_EXAMPLES]) + (", ..." if len(nodes) > REASON_EXAMPLES else "")
+        lines.append(f"{why}: {len(nodes)} node{'s' if len(nodes) > 1 else ''} ({shown})")
+    return lines
+
+
 @dataclass
 class ModuleReport:
     config: HwConfig
@@ -103,6 +120,7 @@ class ModuleReport:
         run = module.last_run
         rep = cls(cfg, run.device or "?", border_transfers=run.border_transfers, outputs=output_rows(module.graph))
         rep.slow_host_ops = host_kernel_kinds(module.graph)
+        reasons = module.notes.host_reasons
         for t in run.tasks:
             if t.place == "vta" and t.cycles:
                 ms = t.cycles / (cfg.clock_mhz * 1e3)
@@ -112,7 +130,7 @@ class ModuleReport:
             else:
                 ms, util, gops, intensity = t.seconds * 1e3, None, None, None
             rep.rows.append(LayerRow(t.node, t.op, t.place, t.cycles, ms, t.macs, util, gops, t.bytes_moved,
-                                     intensity))
+                                     intensity, reasons.get(t.node, "") if t.place != "vta" else ""))
         return rep
 
     # ------------------------------------------------------------ totals
@@ -149,8 +167,9 @@ class ModuleReport:
     def table(self, *, host_rows: bool = True) -> TextTable:
         """The per-layer table: a rich Console renders it, print() shows it as text."""
         t = TextTable(title=f"per layer on {self.device} ({self.config.label}, {self.config.clock_mhz:g} MHz)")
-        for col in ("layer", "op", "on", "cycles", "ms", "MMACs", "util %", "GOPS", "MB moved"):
-            t.add_column(col, justify="left" if col in ("layer", "op", "on") else "right")
+        why = any(r.reason for r in self.rows)
+        for col in ("layer", "op", "on", "cycles", "ms", "MMACs", "util %", "GOPS", "MB moved") + (("why host",) if why else ()):
+            t.add_column(col, justify="left" if col in ("layer", "op", "on", "why host") else "right")
         for r in self.rows:
             if r.place == "host" and not host_rows and r.macs == 0:
                 continue
@@ -158,7 +177,7 @@ class ModuleReport:
                       f"{r.ms:.3f}", f"{r.macs / 1e6:.1f}" if r.macs else "",
                       f"{100 * r.utilization:.1f}" if r.utilization is not None else "",
                       f"{r.gops:.1f}" if r.gops is not None else "",
-                      f"{r.bytes_moved / 1e6:.2f}" if r.bytes_moved else "")
+                      f"{r.bytes_moved / 1e6:.2f}" if r.bytes_moved else "", *((r.reason,) if why else ()))
         return t
 
     def summary_lines(self) -> list[str]:

@@ -10,11 +10,12 @@ CPU; `PartitionOptions` makes that a choice instead of a rule.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vtakit.errors import CompileError
 from vtakit.compiler.ir import Graph, Node
-from vtakit.compiler.backends.vta.graph_ops import accelerator_reason
+from vtakit.compiler.ops import op_def
+from vtakit.compiler.backends.vta.graph_ops import NO_FORM, accelerator_reason, refusal_reason
 from vtakit.isa.config import HwConfig
 
 PLACES = ("vta", "host")
@@ -34,25 +35,81 @@ class PartitionOptions:
                 raise CompileError(f"partition option {what} must be 'vta' or 'host', got {getattr(self, what)!r}")
 
 
-def partition(g: Graph, cfg: HwConfig, options: PartitionOptions | None = None) -> dict[str, str]:
-    """node name -> "vta" or "host"; `g.notes["host_reasons"]` says why each int8 node stayed on the host."""
-    options = options or PartitionOptions()
-    names = {n.name for n in g.nodes}
-    unknown = sorted(set(options.host_nodes) - names)
+def _forced(g: Graph, options: PartitionOptions, conv: str, dense: str) -> set[str]:
+    """The nodes `options` puts on the host (`conv`, `dense`: the op names of the graph's convolutions
+    and dense layers, float or int8)."""
+    unknown = sorted(set(options.host_nodes) - {n.name for n in g.nodes})
     if unknown:
         raise CompileError(f"host_nodes names unknown nodes {unknown}")
-    convs = [n for n in g.nodes if n.op == "QConv"]
-    denses = [n for n in g.nodes if n.op == "QDense"]
+    convs = [n for n in g.nodes if n.op == conv]
+    denses = [n for n in g.nodes if n.op == dense]
     forced = set(options.host_nodes)
     if options.first_conv == "host" and convs:
         forced.add(convs[0].name)
     if options.classifier == "host" and denses:
         forced.add(denses[-1].name)
+    return forced
+
+
+def partition(g: Graph, cfg: HwConfig, options: PartitionOptions | None = None) -> dict[str, str]:
+    """node name -> "vta" or "host"; `g.notes["host_reasons"]` says why each host node is there."""
+    forced = _forced(g, options or PartitionOptions(), "QConv", "QDense")
     place, reasons = {}, {}
     for n in g.nodes:
         why = "asked for the host" if n.name in forced else accelerator_reason(g, n, cfg)
         place[n.name] = "vta" if why is None else "host"
-        if why is not None and n.op.startswith("Q") and n.op not in ("Quantize",):
-            reasons[n.name] = why
+        if why is not None:
+            reasons[n.name] = host_reason(n, why)
     g.notes["host_reasons"] = reasons
     return place
+
+
+BORDER_OPS = {"Quantize": "float to int8 at the accelerator's border", "Dequantize": "int8 to float at the "
+              "accelerator's border"}
+
+
+def host_reason(n: Node, why: str) -> str:
+    """The reason the report gives for a host node: the placement rule's, made specific where the rule only
+    says the op has no accelerator form (a float op, a conversion, a node the quantizer kept in float)."""
+    if n.op in BORDER_OPS:
+        return BORDER_OPS[n.op]
+    kept = n.attrs.get("keep_float")
+    if kept:
+        return f"kept in float: {kept}" if isinstance(kept, str) else "kept in float, as asked"
+    if why == NO_FORM:
+        return f"no accelerator form for {n.op}"
+    return why
+
+
+def host_bound(g: Graph, cfg: HwConfig, options: PartitionOptions | None = None) -> dict[str, str]:
+    """The float graph's int8-capable nodes (Conv, Dense, Add) whose int8 form the accelerator would not
+    take at all, node -> why: quantizing them buys no speed and costs accuracy, so they stay float on the host
+    (precision follows placement).  A cost choice (a depthwise conv the cycle model puts cheaper on the host)
+    is no refusal: it is made on the int8 node, as before.  Each is judged by the placement rule of its int8 op on a one-node view
+    with int8 activations: its geometry decides (strides, dilations, grouping, ranks, shapes), not the
+    exponents quantization will choose."""
+    forced = _forced(g, options or PartitionOptions(), "Conv", "Dense")
+    out: dict[str, str] = {}
+    for n in g.nodes:
+        int8_op = op_def(n.op, n).int8_op
+        if int8_op is None or n.attrs.get("keep_float"):
+            continue
+        if n.name in forced:
+            out[n.name] = "asked for the host"
+            continue
+        view = _int8_view(g, n, int8_op)
+        why = refusal_reason(view, view.nodes[0], cfg)
+        if why is not None:
+            out[n.name] = why
+    return out
+
+
+def _int8_view(g: Graph, n: Node, int8_op: str) -> Graph:
+    """A graph of `n`'s tensors alone, its activations int8 and its output int8 (what placement reads)."""
+    tensors = {t: g.tensors[t] for t in [*n.inputs, *n.outputs] if t}
+    for t in tensors:
+        if not g.is_const(t):
+            tensors[t] = replace(tensors[t], dtype="int8")
+    consts = {t: g.consts[t] for t in n.inputs if t and g.is_const(t)}
+    node = Node(int8_op, n.name, list(n.inputs), list(n.outputs), dict(n.attrs))
+    return Graph([node], tensors, [t for t in n.inputs if t and t not in consts], list(n.outputs), consts)

@@ -18,7 +18,7 @@ from vtakit.devices import device_names
 from vtakit.compiler.options import CHOICES, CalibrationMethod, CompileOptions, QuantOptions
 from vtakit.compiler.quant.recipe import recipe_table
 from vtakit.compiler.module.notes import QuantNotes
-from vtakit.compiler.module.report import calibration_lines
+from vtakit.compiler.module.report import calibration_lines, host_reason_lines
 from vtakit.compiler.module.runner import NonFiniteInputWarning
 from vtakit.errors import CompileError, VtaError, one_line
 from vtakit.files import check_archive, regular_file
@@ -104,8 +104,8 @@ def cmd_compile(args) -> int:
                       f"given); accuracy on real data needs real samples")
     if cal_notes is not None:
         _print_search_notes(cal_notes)
-    for node, why in notes.host_reasons.items():
-        console.print(f"  on the host: {node} ({why})")
+    for line in host_reason_lines(notes.host_reasons):
+        console.print(f"  on the host: {line}")
     gpu = notes.gpu
     if gpu:
         launches = sum(len(k) for k in gpu["kernels"].values())
@@ -243,7 +243,10 @@ def _requant_option(p) -> None:
 
 
 QUANT_FLAGS = ("calibration", "equalize", "bias_correction", "keep_float_until", "range_scale", "requant",
-               "wide_residual", "weight_rounding")
+    p.add_argument("--host-int8", action="store_true", default=None,
+                   help="quantize also the convs, dense layers and adds the accelerator would not take (by default "
+                        "they stay float on the host: int8 there buys no speed and costs accuracy)")
+               "wide_residual", "weight_rounding", "host_int8")
 """The QuantOptions fields the command line sets by flags of the same name (None: not given)."""
 
 

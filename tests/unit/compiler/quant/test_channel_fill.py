@@ -7,7 +7,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from vtakit.compiler.quant import int8
+from vtakit.compiler.quant.techniques import channel_fill
 from vtakit.compiler.pipeline import compile_module
 from vtakit.compiler.pipeline import optimize
 from vtakit.compiler.quant.techniques.channel_fill import BALANCE_EXTRA_BITS, HEADROOM_BITS, MAX_BITS, ChannelFill, apply_channel_fill, balanced_bits, candidates, fill_bits, plan_channel_fill
@@ -86,12 +86,12 @@ def test_filling_lowers_the_int8_error_and_the_simulator_agrees(config, dense, m
         got = [module.run(x, device="cpu")["y"] for x in tests]
         return float(sum(np.sum((a - b) ** 2) for a, b in zip(got, want)) / sum(np.sum(b ** 2) for b in want))
 
-    filled = compile_module(model, config, calibrate=cal)
+    filled = compile_module(model, config, calibrate=cal, host_int8=True)  # its depthwise conv runs on the host
     assert filled.notes.calibration.channel_fill is not None
     x = tests[0]
     assert np.array_equal(filled.run(x, device="cpu")["y"], filled.run(x, device="fsim")["y"])
-    monkeypatch.setattr(int8, "plan_channel_fill", lambda g, samples: ChannelFill())
-    plain = compile_module(model, config, calibrate=cal)
+    monkeypatch.setattr(channel_fill, "plan_channel_fill", lambda g, samples: ChannelFill())
+    plain = compile_module(model, config, calibrate=cal, host_int8=True)
     assert plain.notes.calibration.channel_fill is None
     # the small channels had 7 bits fewer than the largest; filled, they lose at most HEADROOM_BITS
     # (depthwise: relative squared error 0.21 -> 4e-4; a dense conv balances them with its weights)
@@ -144,7 +144,7 @@ def test_cli_compile_says_what_was_filled_and_the_accuracy_report_runs(tmp_path,
     np.save(tmp_path / "cal.npy", np.stack(_samples(4, 1)))
     np.save(tmp_path / "x.npy", _samples(1, 2)[0])
     assert main(["compile", str(tmp_path / "m.onnx"), "--config", "pynq", "--calibrate", str(tmp_path / "cal.npy"),
-                 "-o", str(tmp_path / "m.vtamod")]) == 0
+                 "--host-int8", "-o", str(tmp_path / "m.vtamod")]) == 0  # its depthwise conv runs on the host
     assert "channel fill: 1 conv input(s) quantized on the host scaled per channel (12 of 16 channels scaled up)" \
         in capsys.readouterr().out
     assert main(["report", str(tmp_path / "m.onnx"), "--accuracy", "--calibrate", str(tmp_path / "cal.npy"),

@@ -75,7 +75,7 @@ def test_unfused_wide_pairs_run_on_the_host(options: dict, host: set[str]) -> No
     """A wide conv's int32 result never reaches DRAM from the accelerator: a pair not fused stays on the
     host (its int32 QConv and int32 + int8 QAdd), bit-identical to the accelerator's fused form."""
     module = vtakit.compile(residual_net(), "pynq", calibrate=samples(3, 0), partition_options=options,
-                            wide_residual="on")
+                            wide_residual="on", host_int8=True)  # the nodes asked for the host stay int8 there
     on_host = {t for t in module.tasks if isinstance(t, str)}
     assert host <= on_host and not {"c0", "c1", "down"} & on_host
     reasons = module.notes.host_reasons
@@ -88,7 +88,7 @@ def test_unfused_wide_pairs_run_on_the_host(options: dict, host: set[str]) -> No
 def test_module_file_keeps_the_wide_pair(tmp_path) -> None:
     """A saved module (one pair fused, one on the host) loads with the same bits."""
     module = vtakit.compile(residual_net(), "pynq", calibrate=samples(3, 0),
-                            partition_options=dict(host_nodes=("add2",)), wide_residual="on")
+                            partition_options=dict(host_nodes=("add2",)), wide_residual="on", host_int8=True)
     loaded = CompiledModule.load(module.save(tmp_path / "m.vtamod"))
     assert loaded.graph.node("add2").attrs["left"] == module.graph.node("add2").attrs["left"]
     x = samples(1, 5)[0]

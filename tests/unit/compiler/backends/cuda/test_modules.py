@@ -30,8 +30,8 @@ def float_module():
 def int8_module():
     rng = np.random.default_rng(0)
     samples = [rng.standard_normal(zoo.input_shape("digits_cnn")).astype(np.float32) for _ in range(4)]
-    return vtakit.compile(zoo.build("digits_cnn"), "pynq", calibrate=samples, host="cuda",
-                          partition_options=dict(first_conv="host", classifier="host"))
+    return vtakit.compile(zoo.build("digits_cnn"), "pynq", calibrate=samples, host="cuda", host_int8=True,
+                          partition_options=dict(first_conv="host", classifier="host"))  # int8 kernels on the GPU
 
 
 def test_cuda_target_records_every_nodes_kernels(float_module, tmp_path):

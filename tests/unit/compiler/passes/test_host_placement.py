@@ -1,0 +1,69 @@
+"""Where a node the accelerator cannot take goes: to the host, in float, with its reason; never an abort."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+import vtakit
+from vtakit.compiler.module.report import ModuleReport, host_reason_lines
+
+RNG = np.random.default_rng(3)
+
+
+def _model(nodes, shape, weights, out_shape) -> onnx.ModelProto:
+    inits = [numpy_helper.from_array((RNG.standard_normal(s) * 0.1).astype(np.float32), k) for k, s in weights.items()]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _samples(shape, n=3):
+    return [RNG.standard_normal(shape).astype(np.float32) for _ in range(n)]
+
+
+def test_a_padding_wider_than_the_instruction_field_runs_that_conv_on_the_host():
+    """A (1, 39) kernel padded by 19 exceeds LOAD's 4-bit pad field on pynq: the compile goes on, the conv
+    runs on the host with the lowering's failure as its reason, and the result is the accelerator-free one."""
+    model = _model([helper.make_node("Conv", ["x", "w"], ["c"], name="wide", kernel_shape=[1, 39], pads=[0, 19, 0, 19]),
+                    helper.make_node("Relu", ["c"], ["y"])], [1, 16, 1, 64], {"w": (16, 16, 1, 39)}, [1, 16, 1, 64])
+    module = vtakit.compile(model, "pynq", calibrate=_samples((1, 16, 1, 64)))
+    reason = module.notes.host_reasons["wide"]
+    assert reason.startswith("the accelerator's lowering failed") and "x_pad 19" in reason
+    x = _samples((1, 16, 1, 64), 1)[0]
+    assert np.array_equal(module.run(x, device="sim")["y"], module.run(x, device="cpu")["y"])
+
+
+def _strided_net() -> onnx.ModelProto:
+    return _model([helper.make_node("Conv", ["x", "w0"], ["c0"], name="c0", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                   helper.make_node("Relu", ["c0"], ["r0"]),
+                   helper.make_node("Conv", ["r0", "w1"], ["c1"], name="odd", kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                                    strides=[2, 1]),
+                   helper.make_node("Relu", ["c1"], ["r1"]),
+                   helper.make_node("Conv", ["r1", "w2"], ["y"], name="c2", kernel_shape=[1, 1])],
+                  [1, 16, 16, 16], {"w0": (16, 16, 3, 3), "w1": (16, 16, 3, 3), "w2": (16, 16, 1, 1)}, [1, 16, 8, 16])
+
+
+def test_a_conv_the_accelerator_refuses_stays_float_unless_int8_is_asked_for():
+    cal = _samples((1, 16, 16, 16))
+    module = vtakit.compile(_strided_net(), "pynq", calibrate=cal)
+    node = module.graph.node("odd")
+    assert node.op == "Conv" and module.graph.tensors[node.inputs[0]].dtype == "float32"
+    assert module.notes.host_reasons["odd"] == ("kept in float: the accelerator cannot take its int8 form "
+                                                "(different strides along H and W)")
+    assert {t.node for t in module.vta_tasks()} == {"c0", "c2"}
+    asked = vtakit.compile(_strided_net(), "pynq", calibrate=cal, host_int8=True)
+    assert asked.graph.node("odd").op == "QConv" and asked.notes.host_reasons["odd"] == "different strides along H and W"
+    x = cal[0]
+    assert np.array_equal(module.run(x, device="sim")["y"], module.run(x, device="cpu")["y"])
+
+
+def test_every_host_node_has_its_reason_in_the_report():
+    module = vtakit.compile(_strided_net(), "pynq", calibrate=_samples((1, 16, 16, 16)))
+    module.run(_samples((1, 16, 16, 16), 1)[0], device="sim")
+    rows = ModuleReport.of(module).rows
+    assert all(r.reason for r in rows if r.place == "host") and not any(r.reason for r in rows if r.place == "vta")
+    lines = host_reason_lines(module.notes.host_reasons)
+    assert any(line.startswith("int8 to float at the accelerator's border: ") for line in lines)
+    assert "why host" in str(ModuleReport.of(module).table())
