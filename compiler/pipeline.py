@@ -92,7 +92,8 @@ class Compilation:
 
 
 def _import(c: Compilation) -> None:
-    c.source = import_onnx(c.model, c.options.input_shapes, bind=first_sample_shapes(c.calibrate))
+    c.source = import_onnx(c.model, c.options.input_shapes, bind=first_sample_shapes(c.calibrate),
+                           values=c.options.bind)
 
 
 def _optimize(c: Compilation) -> None:

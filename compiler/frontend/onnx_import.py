@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -28,6 +29,8 @@ from vtakit.compiler.ops.registry import contiguous
 from vtakit.compiler.ir import Graph, Node, TensorInfo
 from vtakit.compiler.ops import IMPORTS, ONNX_PRECISION, OPS, Precision, onnx_def
 from vtakit.compiler.ops.onnx_reference import NONDETERMINISTIC, attrs_to_ir, convert_generic, evaluate, implemented
+from vtakit.compiler.frontend import control_flow
+from vtakit.compiler.frontend.bound import bound_inputs, bound_value
 from vtakit.compiler.frontend.limits import Budget, check_fold, check_live_activations, check_tensor, tensor_cost
 from vtakit.compiler.frontend.onnx_files import check_and_load, read_model_file
 from vtakit.compiler.frontend.onnx_types import NATIVE_DTYPES, check_declared_type, check_node_types, onnx_dtype, output_types
@@ -127,9 +130,15 @@ def _lift(model, version: int) -> int:
 
 def _check_ops(model) -> None:
     bad: dict[str, list[str]] = {}
-    for i, n in enumerate(model.graph.node):
-        if n.domain not in ("", "ai.onnx") or (n.op_type != "Constant" and onnx_def(n.op_type) is None):
-            bad.setdefault(f"{n.domain + '.' if n.domain else ''}{n.op_type}", []).append(n.name or f"#{i}")
+
+    def check(graph) -> None:  # control-flow bodies too
+        for i, n in enumerate(graph.node):
+            if n.domain not in ("", "ai.onnx") or (n.op_type != "Constant" and onnx_def(n.op_type) is None):
+                bad.setdefault(f"{n.domain + '.' if n.domain else ''}{n.op_type}", []).append(n.name or f"#{i}")
+            for sub in control_flow.subgraphs(n):
+                check(sub)
+
+    check(model.graph)
     if bad:
         listed = "; ".join(f"{op} ({', '.join(names)})" for op, names in sorted(bad.items()))
         raise CompileError(f"unsupported ONNX ops: {listed}")
@@ -150,7 +159,7 @@ class _Importer:
     `emit`, `const_input`)."""
 
     def __init__(self, model, input_shapes: dict[str, tuple[int, ...]] | None,
-                 bind: dict[str, tuple[int, ...]] | None = None):
+                 bind: dict[str, tuple[int, ...]] | None = None, values: Mapping[str, Any] | None = None):
         import onnx.numpy_helper as nh
 
         self.model = model
@@ -158,6 +167,10 @@ class _Importer:
         g = model.graph
         self.graph = Graph([], {}, [], [], {}, name=g.name or "model")
         self.budget = Budget()  # every constant's and activation's bytes (limits.py)
+        self.names: set[str] = set()
+        self.types: dict[str, str] = {}  # ONNX's element type of a node output, where the IR's differs (onnx_types)
+        self.taken = control_flow.defined(g)  # value names in use: an inlined branch's own values avoid them
+        self.count = 0  # nodes imported (the index in an unnamed node's name)
         for init in g.initializer:  # IR 3 lists these among the inputs too: they stay constants
             try:
                 arr = nh.to_array(init)
@@ -169,6 +182,8 @@ class _Importer:
         overrides = dict(input_shapes or {})
         bind = dict(bind or {})
         self.defaulted: list[str] = []
+        for vi in bound_inputs(g, self.graph.consts, values, overrides):  # values the user binds: constants
+            self.set_const(vi.name, bound_value(vi, values[vi.name]))
         data_inputs = [vi for vi in g.input if vi.name not in self.graph.consts]
         if "" in bind and data_inputs:  # an unnamed sample binds the first input
             bind[data_inputs[0].name] = bind.pop("")
@@ -184,8 +199,43 @@ class _Importer:
             raise CompileError(f"input_shapes names unknown inputs {sorted(overrides)}; the model's inputs "
                                f"are {self.graph.inputs}")
         self.graph.outputs = [o.name for o in g.output]
-        self.names: set[str] = set()
-        self.types: dict[str, str] = {}  # ONNX's element type of a node output, where the IR's differs (onnx_types)
+
+    def child(self, name: str, tensors: dict[str, TensorInfo], consts: dict[str, np.ndarray],
+              types: dict[str, str]) -> _Importer:
+        """An importer for a control-flow body (`control_flow`): this model's opset, limits and node names,
+        a graph of its own whose inputs are `tensors` (those in `consts` are known at compile time)."""
+        sub = object.__new__(_Importer)
+        sub.model, sub.opset, sub.budget, sub.names, sub.count = self.model, self.opset, self.budget, self.names, 0
+        sub.types, sub.defaulted = dict(types), []
+        sub.graph = Graph([], dict(tensors), [t for t in tensors if t not in consts], [], dict(consts), name=name)
+        sub.taken = set(tensors)
+        return sub
+
+    def import_body(self, body) -> Graph:
+        """A control-flow body's nodes imported into this (child) importer's graph; its outputs checked."""
+        import onnx.numpy_helper as nh
+
+        self.taken |= control_flow.defined(body)
+        for init in body.initializer:
+            self.set_const(init.name, nh.to_array(init))
+        self.import_nodes(body.node)
+        self.graph.outputs = [o.name for o in body.output]
+        for o in self.graph.outputs:
+            if o not in self.graph.tensors:
+                raise CompileError(f"body output {o!r} is never produced", node=self.graph.name)
+        return self.graph
+
+    def control_flow(self, n, name: str) -> None:
+        """Import an If, Loop or Scan (`control_flow`); an inlined branch's nodes are imported next."""
+        self.work.extend(reversed(control_flow.convert(self, n, name, self.scope)))
+
+    def fresh_name(self, base: str) -> str:
+        """`base`, or `base_1`, `base_2`...: a value name no other value of this graph has."""
+        name, k = base, 1
+        while name in self.taken:
+            name, k = f"{base}_{k}", k + 1
+        self.taken.add(name)
+        return name
 
     def _input_info(self, vi, override, bound=None) -> TensorInfo:
         """Static dims as given; a symbolic first (batch) dim bound by `override`, by the first calibration
@@ -264,10 +314,20 @@ class _Importer:
         self.graph.consts[name] = value
         self.graph.tensors[name] = TensorInfo(tuple(int(s) for s in value.shape), value.dtype.name)
 
-    def run(self) -> Graph:
-        for index, n in enumerate(self.model.graph.node):
-            name = self.node_name(n, index)
+    def import_nodes(self, nodes) -> None:
+        """Import `nodes` in order.  An If known at compile time puts its branch's nodes in its place, each
+        with the scope that names the branch's values in this graph (`control_flow`)."""
+        self.work: list = [(n, None) for n in reversed(list(nodes))]
+        while self.work:
+            n, self.scope = self.work.pop()
+            if self.scope:
+                n = control_flow.renamed(n, self.scope)
+            name = self.node_name(n, self.count)
+            self.count += 1
             try:
+                if n.op_type in control_flow.OPS and n.domain in ("", "ai.onnx"):
+                    onnx_def(n.op_type).convert(self, n, name, {})  # never folded: its bodies are its own
+                    continue
                 if not self.fold(n, name):
                     self.convert(n, name, _attrs(n))
                 self.types.update(output_types(n, self.opset, self.onnx_type))
@@ -276,6 +336,9 @@ class _Importer:
             except (KeyError, ValueError, IndexError, TypeError, AttributeError, ArithmeticError) as e:
                 raise CompileError(f"bad attributes or inputs ({type(e).__name__}: {e})", node=name,
                                    op=n.op_type) from None
+
+    def run(self) -> Graph:
+        self.import_nodes(self.model.graph.node)
         for o in self.graph.outputs:
             if o not in self.graph.tensors:
                 raise CompileError(f"graph output {o!r} is never produced")
@@ -358,15 +421,17 @@ def _constant_value(n, name: str, at: dict) -> np.ndarray:
 
 
 def import_onnx(source, input_shapes: dict[str, tuple[int, ...]] | None = None,
-                bind: dict[str, tuple[int, ...]] | None = None) -> Graph:
+                bind: dict[str, tuple[int, ...]] | None = None, values: Mapping[str, Any] | None = None) -> Graph:
     """Load, check and convert an ONNX model (path, bytes or ModelProto) into a typed Graph.
 
-    A symbolic batch dimension is 1 unless `input_shapes` fixes it (or `bind`, the first calibration
-    sample's shapes, binds it); `graph.notes["defaulted_dims"]` lists which were defaulted so callers
-    can say so.  Symbolic dimensions beyond the batch need `input_shapes`."""
+    Symbolic dimensions take their sizes from `input_shapes`, else from `bind` (the first calibration
+    sample's shapes, every dimension of the inputs it names); a symbolic batch dimension left over is 1,
+    and `graph.notes["defaulted_dims"]` lists which were defaulted so callers can say so.  `values` binds
+    inputs to values known at compile time (a sample rate): each becomes a constant, so an If on it is
+    inlined, and leaves the graph's inputs."""
     model = load_model(source)
     _check_ops(model)
-    imp = _Importer(model, input_shapes, bind)
+    imp = _Importer(model, input_shapes, bind, values)
     graph = imp.run()
     graph.notes.update(defaulted_dims=imp.defaulted, opset=imp.opset)
     return graph

@@ -5,7 +5,7 @@ Look ops up with `op_def(ir_name)` / `onnx_def(onnx_type)`; see `registry.OpDef`
 from vtakit.compiler.ops.registry import (IMPORTS, ONNX_PRECISION, OPS, OpDef, Precision, accelerate, int8_rule, keeps_scale,
                                          onnx_def,
                                          op_def, precision_of, register)
-from vtakit.compiler.ops import onnx_reference, window, linear, elementwise, layout, norm, quant, math, nn, recurrent  # noqa: F401
+from vtakit.compiler.ops import onnx_reference, window, linear, elementwise, layout, norm, quant, math, nn, recurrent, control, global_pool, gather_elements  # noqa: F401
 
 __all__ = ["IMPORTS", "ONNX_PRECISION", "OPS", "OpDef", "Precision", "accelerate", "int8_rule", "keeps_scale", "onnx_def", "op_def", "precision_of",
            "register"]

@@ -232,7 +232,7 @@ register(OpDef("ResizeNd", _infer_resize, _run_resize, Precision.FLOAT, ("Resize
 # Taken explicitly through onnx.reference (correct, slow until they get kernels).
 for _op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceL1",
             "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin", "TopK", "Split", "Slice", "Gather",
-            "GatherElements", "Tile", "Expand", "ConstantOfShape", "Range", "Shape", "Size", "NonZero",
-            "ScatterND", "CumSum", "GlobalMaxPool", "LpNormalization", "OneHot", "Trilu", "Mod",
+            "Tile", "Expand", "ConstantOfShape", "Range", "Shape", "Size", "NonZero",
+            "ScatterND", "CumSum", "LpNormalization", "OneHot", "Trilu", "Mod",
             "Round", "Sign", "IsNaN", "Hardmax", "LogSoftmax", "DepthToSpace", "SpaceToDepth"):
     generic_def(_op)

@@ -5,13 +5,19 @@ The IR node keeps the op's ONNX name, its ONNX attributes (JSON-safe, see `attrs
 model's opset (the reference picks the op version from it, so every version's semantics come
 for free) and which of the ONNX node's outputs it computes (a multi-output node becomes one IR
 node per output read).  Shapes come from onnx.shape_inference on the single node, or, when that
-leaves a dimension unknown, from running it on zeros of the input shapes."""
+leaves a dimension unknown, from running it on zeros of the input shapes.
+
+Nothing it returns is trusted unchecked: at compile time every generic node runs once on zeros of its
+input shapes (constants as themselves) and what it returns must have the shape and element type ONNX's
+shape inference declares; a mismatch is a CompileError naming the node (onnx 1.22's GlobalMaxPool returned
+(N, 1) for an (N, C, L) input).  Ops whose reference implementation is wrong in some form have kernels of
+our own (`correct`), used wherever the op is evaluated generically, folding at import included."""
 
 from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -22,6 +28,16 @@ from vtakit.compiler.ops.registry import contiguous, IMPORTS, OPS, OpDef, Precis
 GENERIC = ".generic"  # IR name suffix: an op with its own definition, run generically for one node
 NONDETERMINISTIC = ("RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli",
                     "Multinomial")
+
+
+CORRECTED: dict[str, Callable[[dict, list], list[np.ndarray]]] = {}
+"""ONNX op -> our kernel (ONNX attributes by name, the inputs -> every output), for ops onnx.reference gets
+wrong in some form (`correct`)."""
+
+
+def correct(op_type: str, kernel: Callable[[dict, list], list[np.ndarray]]) -> None:
+    """Evaluate `op_type` with `kernel` instead of onnx.reference wherever it runs generically."""
+    CORRECTED[op_type] = kernel
 
 
 def implemented(op_type: str, opset: int | None = None) -> bool:
@@ -44,8 +60,8 @@ def attrs_to_ir(node_proto) -> list[list]:
     A = onnx.AttributeProto
     out = []
     for a in node_proto.attribute:
-        if a.type in (A.GRAPH, A.GRAPHS):
-            raise CompileError("attributes holding subgraphs (If, Loop, Scan) are not supported",
+        if a.type in (A.GRAPH, A.GRAPHS):  # If, Loop and Scan have their own import (frontend/control_flow.py)
+            raise CompileError("attributes holding subgraphs are taken only by If, Loop and Scan",
                                node=node_proto.name or None, op=node_proto.op_type)
         if a.type == A.TENSOR and a.t.data_location == onnx.TensorProto.EXTERNAL:  # never resolved against cwd
             raise CompileError(f"attribute {a.name!r} keeps its data in an external file; load the model from its "
@@ -109,6 +125,8 @@ def _evaluator(op_type: str, attrs_key: str, opset: int, present: tuple[bool, ..
 
 def evaluate(op_type: str, attrs: list, opset: int, args: list, n_out: int = 1) -> list[np.ndarray]:
     """Every output of one ONNX node on numpy inputs (None for absent optional ones)."""
+    if op_type in CORRECTED:
+        return CORRECTED[op_type]({a[0]: a[2] for a in attrs}, list(args))[:n_out]
     present = tuple(a is not None for a in args)
     ev = _evaluator(op_type, _key(attrs), opset, present, n_out)
     feeds = {f"i{i}": np.asarray(a) for i, a in enumerate(args) if a is not None}
@@ -183,19 +201,69 @@ def static_shape_inference(node: Node, g: Graph) -> TensorInfo | None:
 
 
 def _infer_generic(node: Node, g: Graph) -> list[TensorInfo]:
+    """The declared output (shape inference), checked by running the node on zeros; where inference leaves
+    a dimension unknown, what the run gives, if the values fed at run time cannot change it."""
     info = static_shape_inference(node, g)
-    if info is None:  # run it on zeros (constants as themselves)
-        args = [None if not t else g.consts[t] if t in g.consts else
-                np.zeros(g.tensors[t].shape, g.tensors[t].dtype) for t in node.inputs]
-        try:
-            y = _run_generic(node, args, None)
-        except CompileError:  # e.g. Range on a zero delta: its shape needs the values
+    if info is not None and max([info.size] + [g.tensors[t].size for t in node.inputs if t]) > CHECK_LIMIT:
+        return [info]  # the frontend's limits judge a tensor this big before anything allocates it
+    key = _check_key(node, g)
+    if info is not None and _CHECKED.get(key) == info:
+        return [info]
+    args = [None if not t else g.consts[t] if t in g.consts else
+            np.zeros(g.tensors[t].shape, g.tensors[t].dtype) for t in node.inputs]
+    try:
+        y = _run_generic(node, args, None)
+    except CompileError:  # e.g. Range on a zero delta: its shape needs the values
+        if info is not None:
+            y = _on_counting(node, g)
+            if y is None:  # no made-up values run it: the declared shape stands
+                return [info]
+        else:
             fed = ", ".join(repr(t) for t in node.inputs if t and t not in g.consts)
             raise CompileError(f"its output shape depends on the values of {fed}, which are fed at run time "
                                f"(on zeros it fails): make them constants", node=node.name, op=node.op) from None
+    got = TensorInfo(tuple(int(s) for s in y.shape), y.dtype.name)
+    if info is None:
         _check_shape_is_static(node, g, y.shape)
-        info = TensorInfo(tuple(int(s) for s in y.shape), y.dtype.name)
+        return [got]
+    if got != info:
+        raise CompileError(f"onnx.reference returns {got.dtype} {got.shape} where ONNX's shape inference declares "
+                           f"{info.dtype} {info.shape}: it has no correct kernel for this form", node=node.name,
+                           op=node.op)
+    if len(_CHECKED) < 4096:
+        _CHECKED[key] = info
     return [info]
+
+
+CHECK_LIMIT = 1 << 26
+"""Elements of the largest tensor a compile-time check run makes (more is the frontend's limits' to refuse)."""
+_CHECKED: dict[tuple, TensorInfo] = {}
+"""Generic nodes already run and found to return their declared output (passes infer shapes again)."""
+
+
+def _check_key(node: Node, g: Graph) -> tuple:
+    """What a generic node's output can depend on at compile time: op, attributes, input types and shapes,
+    and the values of its (small) constant inputs."""
+    ins = []
+    for t in node.inputs:
+        if not t:
+            ins.append(None)
+            continue
+        info = g.tensors[t]
+        value = g.consts.get(t)
+        ins.append((info.shape, info.dtype, None if value is None else
+                    np.asarray(value).tobytes() if np.asarray(value).size <= 4096 else id(value)))
+    a = node.attrs
+    return node.op, _key(a["onnx"]), a["opset"], a.get("out", 0), a.get("n_out", 1), tuple(ins)
+
+
+def _on_counting(node: Node, g: Graph) -> np.ndarray | None:
+    args = [None if not t else g.consts[t] if t in g.consts else
+            _counting(g.tensors[t].shape, g.tensors[t].dtype) for t in node.inputs]
+    try:
+        return _run_generic(node, args, None)
+    except CompileError:
+        return None
 
 
 def _counting(shape: tuple[int, ...], dtype) -> np.ndarray:

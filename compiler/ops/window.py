@@ -8,6 +8,7 @@ from __future__ import annotations
 from vtakit.compiler.ops.epilogues import host_epilogue, run_requantized
 from vtakit.compiler.ops.epilogues import run_wide_conv
 from vtakit.compiler.ir import Graph, Node, TensorInfo
+from vtakit.compiler.ops.global_pool import convert_global_pool
 from vtakit.compiler.ops.onnx_reference import convert_generic
 from vtakit.compiler.ops.registry import FLOAT32, FLOAT32_INT8, OpDef, auto_pad, Precision, fail, register
 from vtakit.errors import CompileError
@@ -176,7 +177,8 @@ def _run_avgpool(node: Node, args: list, k) -> object:
 
 
 def _convert_plain(imp, n, name: str, at: dict) -> None:
-    if _not_2d(imp, n, name, at):
+    if len(imp.graph.tensors[n.input[0]].shape) != 4:  # other ranks: numpy (global_pool.py)
+        convert_global_pool(imp, n, name, at)
         return
     imp.emit(n.op_type, name, list(n.input), list(n.output)[:1], {})
 

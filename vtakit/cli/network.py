@@ -61,6 +61,32 @@ def _input_shapes(specs: list[str] | None) -> dict[str, tuple[int, ...]] | None:
     return shapes
 
 
+def _bindings(specs: list[str] | None) -> dict[str, object] | None:
+    """--bind NAME=VALUE (repeatable): VALUE a number, true/false, or numbers separated by commas (1-D); the
+    compiler checks each against its input's type and shape (compiler/frontend/bound.py)."""
+    if not specs:
+        return None
+    values: dict[str, object] = {}
+    for spec in specs:
+        name, sep, text = spec.partition("=")
+        if not sep or not name or not text:
+            raise VtaError(f"--bind takes NAME=VALUE, got {spec!r}")
+        items = [_number(v.strip(), spec) for v in text.split(",")]
+        values[name] = items if "," in text else items[0]
+    return values
+
+
+def _number(text: str, spec: str) -> object:
+    if text in ("true", "false"):
+        return text == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    raise VtaError(f"--bind takes numbers or true/false as values, got {spec!r}")
+
+
 def _calibration(path: str | None, module_inputs: list[str] | None = None):
     """A list of samples from a .npy (N, *shape) or a .npz of such arrays by input name."""
     if path is None:
@@ -81,7 +107,7 @@ def cmd_compile(args) -> int:
     cal = _calibration(args.calibrate)
     t0 = time.perf_counter()
     options = CompileOptions(target=args.target, host=args.host, quant=_quant_options(args),
-                             input_shapes=_input_shapes(args.input_shape),
+                             input_shapes=_input_shapes(args.input_shape), bind=_bindings(args.bind),
                              partition=dict(first_conv=args.first_conv, classifier=args.classifier))
     searching = _searches(options.quant, cal is not None)
     status = nullcontext() if searching else console.status(
@@ -400,6 +426,9 @@ def register(sub) -> None:
                    help="where the host tasks of an accelerator module run (cuda: the GPU)")
     c.add_argument("--calibrate", help=".npy of N stacked samples, or .npz of them by input name")
     c.add_argument("--input-shape", action="append", help="NAME=D0,D1,... for symbolic dimensions")
+    c.add_argument("--bind", action="append", metavar="NAME=VALUE",
+                   help="fix an input to a value at compile time (repeatable; e.g. sr=16000): it becomes a constant, "
+                        "an If it decides is inlined, and the module no longer takes it")
     c.add_argument("--first-conv", default="vta", choices=["vta", "host"])
     c.add_argument("--classifier", default="vta", choices=["vta", "host"])
     c.add_argument("--seed", type=int, default=0, help="seed of the synthetic calibration inputs")
