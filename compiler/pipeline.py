@@ -102,7 +102,6 @@ def _optimize(c: Compilation) -> None:
         c.tasks = [n.name for n in c.graph.nodes]
 
 
-def _quantize(c: Compilation) -> None:
 def _precision(c: Compilation) -> None:
     """Precision follows placement: an int8-capable node the accelerator would not take stays float on the
     host (`partition.host_bound`), unless the model says int8 (QDQ) or the options ask for int8 there."""
@@ -113,10 +112,11 @@ def _precision(c: Compilation) -> None:
         g = c.float_graph.copy()
         for n in g.nodes:
             if n.name in bound:
-                n.attrs["keep_float"] = f"the accelerator cannot take its int8 form ({bound[n.name]})"
+                n.attrs["keep_float"] = f"the host runs it ({bound[n.name]})"
         c.float_graph = g
 
 
+def _quantize(c: Compilation) -> None:
     _, c.graph, c.quant_notes = float_and_int8_auto(c.float_graph, c.config, c.calibrate, c.options.quant,
                                                     progress=c.progress)
 
@@ -139,9 +139,9 @@ def _fuse(c: Compilation) -> None:
 
 
 def _lower(c: Compilation) -> None:
-    schedules = c.options.schedules or {}
     """One task per node; a node whose lowering fails (a field too narrow for its padding, a shape no tiling
     fits) runs on the host instead, with the failure as its reason: an accelerator limit never aborts a compile."""
+    schedules = c.options.schedules or {}
     reasons = c.graph.notes.setdefault("host_reasons", {})
     c.tasks = []
     for n in c.graph.nodes:
@@ -190,9 +190,9 @@ PIPELINE: tuple[Step, ...] = (
     Step("optimize", _optimize, ALL_TARGETS, "simplify, Gemm/MatMul to Dense, fold batch norm, scales and pads, "
                                              "fuse activations (passes/); cpu and cuda stop here, one host task "
                                              "per node"),
-    Step("quantize", _quantize, VTA_ONLY, "calibrate and quantize to power-of-two int8, the recipe searched "
     Step("precision", _precision, VTA_ONLY, "int8-capable nodes the accelerator would not take stay float on "
                                             "the host (passes/partition.py host_bound)"),
+    Step("quantize", _quantize, VTA_ONLY, "calibrate and quantize to power-of-two int8, the recipe searched "
                                           "(quant/)"),
     Step("partition", _partition, VTA_ONLY, "accelerator or host per node (passes/partition.py)"),
     Step("fuse", _fuse, VTA_ONLY, "residual adds and max pools into the convs that feed them (passes/fusion.py)"),

@@ -26,6 +26,7 @@ from vtakit.compiler.module.notes import CompileNotes
 from vtakit.compiler.backends.vta.graph_ops import lowering_rule
 from vtakit.compiler.backends.vta.packing import ReductionPacking
 from vtakit.compiler.backends.vta.program import Program, TensorSpec
+from vtakit.compiler.backends.vta.runtime import act_nchw
 from vtakit.compiler.ops.shapes import infer
 from vtakit.isa.config import HwConfig
 from vtakit.isa.encoding import decode_columns, decode_program
@@ -372,6 +373,5 @@ def _check_program(path, module, t: VtaTask) -> None:
 
 def _packed_bytes(cfg: HwConfig, buf: ActBuffer, shape: tuple[int, ...]) -> int:
     """Bytes of `shape` packed as the runner packs it (NCHW{batch}n{block}c, `planes` byte planes)."""
-    spatial = shape[2] * shape[3] if len(shape) == 4 else 1
-    return (-(-shape[0] // cfg.batch) * -(-shape[1] // buf.block) * spatial * cfg.batch * buf.block
-            * buf.planes)
+    n, c, h, w = act_nchw(shape)
+    return -(-n // cfg.batch) * -(-c // buf.block) * h * w * cfg.batch * buf.block * buf.planes

@@ -21,7 +21,7 @@ from vtakit.compiler.backends import cpu
 from vtakit.compiler.ops.execute import check_feeds, run_node
 from vtakit.compiler.passes.lower import ActBuffer, VtaTask
 from vtakit.compiler.backends.vta.packing import ReductionPacking
-from vtakit.compiler.backends.vta.runtime import join_planes
+from vtakit.compiler.backends.vta.runtime import act_nchw, join_planes
 from vtakit.isa.fields import INSN_BYTES
 from vtakit.sim.stats import RunStats
 from vtakit.isa.arith import ceil_div
@@ -100,17 +100,16 @@ def _read_act(module, b: Binding, buf: ActBuffer, shape: tuple[int, ...]) -> np.
     cfg = module.config
     off, size = module.plan.slots[buf.key]
     raw = b.device.dram[b.base + off:b.base + off + size]
-    n, c = shape[0], shape[1]
+    n, c, h, w = act_nchw(shape)
     nb, cb = ceil_div(n, cfg.batch), ceil_div(c, buf.block)
-    spatial = (shape[2], shape[3]) if len(shape) == 4 else (1, 1)
-    packed_shape = (nb, cb) + spatial + (cfg.batch, buf.block)
+    packed_shape = (nb, cb, h, w, cfg.batch, buf.block)
     packed = join_planes(raw, buf.planes, packed_shape)
     return cpu.unpack_activation(np.ascontiguousarray(packed), n, c).reshape(shape)
 
 
 def _write_act(module, b: Binding, buf: ActBuffer, value: np.ndarray) -> None:
     cfg = module.config
-    v4 = value.reshape(value.shape + (1,) * (4 - value.ndim))
+    v4 = value.reshape(act_nchw(value.shape))
     if buf.packing:   # the conv reading it runs on a host-side im2col / space-to-depth of it
         v4 = ReductionPacking.from_spec(buf.packing).input(v4)
     packed = cpu.pack_activation(np.ascontiguousarray(v4), cfg.batch, buf.block)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from vtakit.errors import CompileError
 from vtakit.compiler.ir import Graph, Node
-from vtakit.compiler.ops import op_def
+from vtakit.compiler.ops import Precision, op_def, precision_of
 from vtakit.compiler.backends.vta.graph_ops import NO_FORM, accelerator_reason, refusal_reason
 from vtakit.isa.config import HwConfig
 
@@ -81,25 +81,37 @@ def host_reason(n: Node, why: str) -> str:
     return why
 
 
+ISOLATED_ADD = "its operands come from the host: on the accelerator it would cost three crossings and buy nothing"
+
+
 def host_bound(g: Graph, cfg: HwConfig, options: PartitionOptions | None = None) -> dict[str, str]:
-    """The float graph's int8-capable nodes (Conv, Dense, Add) whose int8 form the accelerator would not
-    take at all, node -> why: quantizing them buys no speed and costs accuracy, so they stay float on the host
-    (precision follows placement).  A cost choice (a depthwise conv the cycle model puts cheaper on the host)
-    is no refusal: it is made on the int8 node, as before.  Each is judged by the placement rule of its int8 op on a one-node view
-    with int8 activations: its geometry decides (strides, dilations, grouping, ranks, shapes), not the
-    exponents quantization will choose."""
+    """The float graph's int8-capable nodes (Conv, Dense, Add) that would run on the host, node -> why:
+    quantizing them buys no speed and costs accuracy, so they stay float there (precision follows placement).
+
+    A node goes to the host when the placement rule of its int8 op refuses it on a one-node view with int8
+    activations (its geometry decides: strides, dilations, grouping, shapes; not the exponents quantization
+    will choose, and not a cost choice such as a depthwise conv the cycle model puts cheaper on the host,
+    which is made on the int8 node as before), when the options ask for the host, or, for an add, when
+    neither operand comes from the accelerator (through precision-neutral ops)."""
     forced = _forced(g, options or PartitionOptions(), "Conv", "Dense")
     out: dict[str, str] = {}
+    on_accelerator: set[str] = set()  # tensors an accelerator node would make (then int8 through neutral ops)
     for n in g.nodes:
-        int8_op = op_def(n.op, n).int8_op
-        if int8_op is None or n.attrs.get("keep_float"):
+        d = op_def(n.op, n)
+        acts = [i for i in n.inputs if i and not g.is_const(i)]
+        if d.int8_op is None:
+            if precision_of(n.op) is Precision.NEUTRAL and acts and all(i in on_accelerator for i in acts):
+                on_accelerator.update(n.outputs)
             continue
-        if n.name in forced:
-            out[n.name] = "asked for the host"
+        if n.attrs.get("keep_float") or (d.int8_form is not None and not d.int8_form(g, n)):
             continue
-        view = _int8_view(g, n, int8_op)
-        why = refusal_reason(view, view.nodes[0], cfg)
-        if why is not None:
+        view = _int8_view(g, n, d.int8_op)
+        why = "asked for the host" if n.name in forced else refusal_reason(view, view.nodes[0], cfg)
+        if why is None and d.int8_rule == "sum" and not any(i in on_accelerator for i in acts):
+            why = ISOLATED_ADD
+        if why is None:
+            on_accelerator.update(n.outputs)
+        else:
             out[n.name] = why
     return out
 

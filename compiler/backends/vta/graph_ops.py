@@ -21,7 +21,7 @@ from vtakit.compiler.backends.vta.depthwise import compile_depthwise, depthwise_
 from vtakit.compiler.backends.vta.ops import compile_conv2d, compile_eltwise, conv_packing, fused_pool_reason
 from vtakit.compiler.backends.vta.packing import ConvGeometry, ReductionPacking, packing
 from vtakit.compiler.backends.vta.lowering import bias_fits, pack_bias_weight
-from vtakit.compiler.backends.vta.runtime import pack_bias, pack_weight
+from vtakit.compiler.backends.vta.runtime import act_nchw, pack_bias, pack_weight
 from vtakit.compiler.backends.vta.te import move_reason, split_channel_shift
 from vtakit.isa.config import HwConfig
 
@@ -39,17 +39,12 @@ class AccelProgram:
     """program tensor -> host-side reduction packing of its activation (`ReductionPacking.to_spec`)"""
 
 
-def nchw(shape: tuple[int, ...]) -> tuple[int, int, int, int] | None:
-    """Dense-layer tensors (N, C) are 1x1 images on the accelerator."""
-    return tuple(shape) + (1,) * (4 - len(shape)) if len(shape) in (2, 4) else None
-
-
 def lower_linear(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> AccelProgram:
     """QConv and QDense: a GEMM over packed weights with the requantizing epilogue (and a fused residual
     add, `residual` = the add's (shift, clip), reading the int8 tensor inputs[3]; a fused max pool,
     `pool` = (kernel, stride, pad))."""
     a = n.attrs
-    x_shape = nchw(g.tensors[n.inputs[0]].shape)
+    x_shape = act_nchw(g.tensors[n.inputs[0]].shape)
     w = g.consts[n.inputs[1]]
     w4 = w.reshape(w.shape + (1, 1)) if w.ndim == 2 else w
     has_bias = len(n.inputs) > 2 and bool(n.inputs[2])
@@ -145,7 +140,7 @@ def lower_depthwise(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> 
         consts["shift"] = pack_bias(shift_vector, cfg.batch, cfg.block_out)
     if "multiplier" in n.attrs:
         consts["mult"] = pack_bias(np.asarray(n.attrs["multiplier"], np.int32), cfg.batch, cfg.block_out)
-    macs = int(np.prod(nchw(g.tensors[n.outputs[0]].shape), dtype=np.int64)) * w.shape[2] * w.shape[3]
+    macs = int(np.prod(act_nchw(g.tensors[n.outputs[0]].shape), dtype=np.int64)) * w.shape[2] * w.shape[3]
     return AccelProgram(op, used, consts, {"data": n.inputs[0]}, macs)
 
 
@@ -182,7 +177,7 @@ def pool_fusion_reason(g: Graph, n: Node, cfg: HwConfig, window: tuple[int, int,
     if per_channel:
         shift, _ = split_channel_shift(cfg, shift, n.name)
     bias = g.consts[n.inputs[2]] if len(n.inputs) > 2 and n.inputs[2] else None
-    pk = _host_packing(g, n, cfg, nchw(g.tensors[n.inputs[0]].shape), w.shape, a["strides"][0], a["pads"][0], bias,
+    pk = _host_packing(g, n, cfg, act_nchw(g.tensors[n.inputs[0]].shape), w.shape, a["strides"][0], a["pads"][0], bias,
                        shift, None)
     p = pk.packed
     return fused_pool_reason(cfg, x_shape=p.x_shape, w_shape=p.w_shape, stride=p.stride, padding=p.padding,
@@ -193,14 +188,14 @@ def pool_fusion_reason(g: Graph, n: Node, cfg: HwConfig, window: tuple[int, int,
 def lower_add(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> AccelProgram:
     """QAdd: the saturating residual add on the tensor ALU."""
     a = n.attrs
-    op, used = compile_eltwise(cfg, "add", shape=nchw(g.tensors[n.inputs[0]].shape), inputs=("a", "b"),
+    op, used = compile_eltwise(cfg, "add", shape=act_nchw(g.tensors[n.inputs[0]].shape), inputs=("a", "b"),
                                shift=a.get("shift") or None, clip=tuple(a["clip"]), schedule=schedule, name=n.name)
     return AccelProgram(op, used, {}, {"a": n.inputs[0], "b": n.inputs[1]}, 0)
 
 
 def lower_relu(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> AccelProgram:
     """Relu of an int8 tensor: ALU MAX with 0."""
-    op, used = compile_eltwise(cfg, "relu", shape=nchw(g.tensors[n.inputs[0]].shape), inputs=("a",),
+    op, used = compile_eltwise(cfg, "relu", shape=act_nchw(g.tensors[n.inputs[0]].shape), inputs=("a",),
                                schedule=schedule, name=n.name)
     return AccelProgram(op, used, {}, {"a": n.inputs[0]}, 0)
 
@@ -209,7 +204,7 @@ def lower_maxpool(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> Ac
     """Square, symmetric MaxPool of an int8 tensor: ALU MAX over the window."""
     a = n.attrs
     window = (a["kernel"][0], a["strides"][0], a["pads"][0])
-    op, used = compile_eltwise(cfg, "max_pool2d", shape=nchw(g.tensors[n.inputs[0]].shape), inputs=("data",),
+    op, used = compile_eltwise(cfg, "max_pool2d", shape=act_nchw(g.tensors[n.inputs[0]].shape), inputs=("data",),
                                window=window, schedule=schedule, name=n.name)
     return AccelProgram(op, used, {}, {"data": n.inputs[0]}, 0)
 
@@ -249,8 +244,10 @@ def place_qadd(g: Graph, n: Node, cfg) -> str | None:
     if acc8_reason(cfg):
         return acc8_reason(cfg)
     shapes = {g.tensors[i].shape for i in n.inputs}
-    if len(shapes) != 1 or len(next(iter(shapes))) not in (2, 4):
+    if len(shapes) != 1:
         return "broadcasting add"
+    if not next(iter(shapes)):
+        return "scalar add"
     return WIDE_ADD_REASON if "left" in n.attrs else None
 
 
@@ -260,7 +257,7 @@ def place_relu(g: Graph, n: Node, cfg) -> str | None:
     x = g.tensors[n.inputs[0]]
     if x.dtype != "int8":
         return FLOAT_INPUT
-    return None if len(x.shape) == 4 else NO_FORM
+    return None if x.shape else "scalar relu"
 
 
 def place_qconv(g: Graph, n: Node, cfg, cost: bool = True) -> str | None:

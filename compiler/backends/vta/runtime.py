@@ -26,6 +26,19 @@ from vtakit.isa.arith import ceil_div, round_up
 
 
 
+def act_nchw(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """The 4-D (N, C, H, W) view an activation of any rank has on the accelerator, the one rule every
+    packer, task and check follows: (N,) -> (N, 1, 1, 1), (N, C) -> (N, C, 1, 1) (a dense layer's 1x1 image),
+    (N, C, L) -> (N, C, L, 1) (a 1-D convolution runs as a (k, 1) one), and above rank 4 the middle axes
+    merge into H."""
+    shape = tuple(int(d) for d in shape)
+    if not shape:
+        raise CompileError("a scalar has no accelerator layout")
+    if len(shape) <= 4:
+        return shape + (1,) * (4 - len(shape))  # type: ignore[return-value]
+    return shape[0], shape[1], int(np.prod(shape[2:-1], dtype=np.int64)), shape[-1]
+
+
 def pack_activation(x: np.ndarray, batch: int, block: int) -> np.ndarray:
     """(N, C, H, W) -> (N/b, C/block, H, W, b, block), zero-padded."""
     n, c, h, w = x.shape

@@ -50,8 +50,7 @@ def test_a_conv_the_accelerator_refuses_stays_float_unless_int8_is_asked_for():
     module = vtakit.compile(_strided_net(), "pynq", calibrate=cal)
     node = module.graph.node("odd")
     assert node.op == "Conv" and module.graph.tensors[node.inputs[0]].dtype == "float32"
-    assert module.notes.host_reasons["odd"] == ("kept in float: the accelerator cannot take its int8 form "
-                                                "(different strides along H and W)")
+    assert module.notes.host_reasons["odd"] == "kept in float: the host runs it (different strides along H and W)"
     assert {t.node for t in module.vta_tasks()} == {"c0", "c2"}
     asked = vtakit.compile(_strided_net(), "pynq", calibrate=cal, host_int8=True)
     assert asked.graph.node("odd").op == "QConv" and asked.notes.host_reasons["odd"] == "different strides along H and W"
@@ -67,3 +66,24 @@ def test_every_host_node_has_its_reason_in_the_report():
     lines = host_reason_lines(module.notes.host_reasons)
     assert any(line.startswith("int8 to float at the accelerator's border: ") for line in lines)
     assert "why host" in str(ModuleReport.of(module).table())
+
+
+def _add_net(shape: list[int], conv_fed: bool) -> onnx.ModelProto:
+    """y = f(x) + x on a tensor of `shape`: f a 1x1 conv on the accelerator, or a float Sigmoid on the host."""
+    first = (helper.make_node("Conv", ["x", "w"], ["a"], name="f") if conv_fed else
+             helper.make_node("Sigmoid", ["x"], ["a"], name="f"))
+    return _model([first, helper.make_node("Add", ["a", "x"], ["y"], name="add")], shape,
+                  {"w": (shape[1], shape[1], 1, 1)} if conv_fed else {}, shape)
+
+
+def test_an_add_of_host_operands_stays_float_and_one_fed_by_the_accelerator_runs_there():
+    """A 3-D or 5-D add is no "broadcasting add" (the accelerator would take it as runtime.act_nchw says), but
+    an add whose operands both come from the host stays float there (three crossings for nothing)."""
+    for shape in ([1, 24, 40], [1, 16, 2, 3, 5]):
+        module = vtakit.compile(_add_net(shape, conv_fed=False), "pynq", calibrate=_samples(tuple(shape)))
+        assert module.graph.node("add").op == "Add" and "its operands come from the host" in module.notes.host_reasons["add"]
+    model = _add_net([1, 16, 6, 6], conv_fed=True)
+    x = _samples((1, 16, 6, 6), 1)[0]
+    module = vtakit.compile(model, "pynq", calibrate=_samples((1, 16, 6, 6)), partition_options=dict(fuse_residual=False))
+    assert {t.node for t in module.vta_tasks()} == {"f", "add"}
+    assert np.array_equal(module.run(x, device="sim")["y"], module.run(x, device="cpu")["y"])
