@@ -16,19 +16,18 @@ from typing import Any
 import numpy as np
 
 from vtakit.errors import CompileError
-from vtakit.compiler.options import EqualizeMode, QuantOptions, RangeScaleMode, RequantMode, WeightRoundingMode
+from vtakit.compiler.options import EqualizeMode, QuantOptions, RequantMode, WeightRoundingMode
 from vtakit.compiler.quant.recipe import fallback
-from vtakit.compiler.quant.techniques.wide_residual import WIDE_NOTE
 from vtakit.compiler.ir import Graph
 from vtakit.compiler.module.notes import ModelFactors, QdqNotes, QuantNotes
+from vtakit.compiler.quant.techniques.range_scale import RangeScaling
 from vtakit.compiler.quant.calibration import calibrate as run_calibration
 from vtakit.compiler.quant.techniques.equalize import correct_bias, equalize as equalize_ranges
+from vtakit.compiler.quant.techniques import catalog  # noqa: F401  (every technique registers itself)
+from vtakit.compiler.quant.techniques.registry import WeightState, float_stage, mark_notes, weights_key, weights_stage
 from vtakit.compiler.quant.exponent_search import Progress, check_target, float_outputs, search_exponents
 from vtakit.compiler.quant.exponent_search import keep_float_until as keep_float_until_met
-from vtakit.compiler.quant.quantize import (POW2_NODES_NOTE, REQUANT_NOTE, Calibration, graph_roundtrip, keep_nodes_float, one_shift, quantize, weight_exponents, weight_roundtrip)
-from vtakit.compiler.quant.techniques.weight_rounding import ROUNDED_KEY, WeightRounding, plan_rounding
-from vtakit.compiler.quant.techniques.range_scale import RangeScaling, apply_factors, plan_model_factors, scale_and_correct
-from vtakit.compiler.quant.techniques.channel_fill import ChannelFill, apply_channel_fill, plan_channel_fill
+from vtakit.compiler.quant.quantize import (POW2_NODES_NOTE, REQUANT_NOTE, Calibration, graph_roundtrip, keep_nodes_float, quantize, weight_exponents, weight_roundtrip)
 from vtakit.compiler.quant import qdq
 from vtakit.compiler.quant.qdq import QdqScales
 from vtakit.compiler.ops import int8_rule
@@ -42,70 +41,48 @@ are larger (within the import's limits) is calibrated on fewer samples, at least
 @dataclass(frozen=True)
 class WeightsForInt8:
     """What `float_and_int8` makes of the float graph before calibration: it depends on the weight-side
-    options and the samples, not on the calibration method, the layers kept float or the wide residual note
-    (recipe_search.py reuses it across the recipes it tries)."""
-    uncorrected: Graph  # range-scaled and channel-filled, biases as the model has them
+    options (`registry.weights_key`) and the samples, not on the calibration method, the layers kept float or
+    the MARK techniques' notes (recipe_search.py reuses it across the recipes it tries)."""
+    uncorrected: Graph  # after the FLOAT and WEIGHTS techniques, biases as the model has them
     graph: Graph  # the same with the biases corrected for the int8 weights
-    scaling: RangeScaling | None  # range_scale's plan (None: not range-scaled)
-    fill: ChannelFill
-    model_factors_note: dict[str, float]  # a QDQ model's scales met by range scaling: tensor -> factor
-    rounded: dict[str, tuple[np.ndarray, np.ndarray]]  # node -> its GPTQ int8 weights (weight_rounding.py)
-    rounding: WeightRounding | None  # weight_rounding's summary (None: nearest)
+    records: dict[str, Any]  # technique -> what it did (registry.WeightState.record)
+    seeds: dict[tuple[str, str], Any]  # entries of the rewrite's weight cache (GPTQ's rounded weights)
 
 
 def weights_for_int8(g: Graph, samples: list[dict[str, np.ndarray]], options: QuantOptions) -> WeightsForInt8:
-    """Equalization, bias correction, range scaling, channel fill and GPTQ rounding of `g` (float_and_int8;
+    """The registered techniques' FLOAT stage (equalization), the bias correction, then their WEIGHTS stage
+    in order (range scaling, channel fill, GPTQ rounding; techniques/registry.py) on `g` (float_and_int8;
     `options` as `one_recipe` leaves them)."""
-    equalize, bias_correction, requant = options.equalize, options.bias_correction, options.requant
-    range_scaled = options.range_scale is RangeScaleMode.ON
-    gptq = options.weight_rounding is WeightRoundingMode.GPTQ
-    uncorrected = prepare_for_int8(g, samples, equalize=equalize, bias_correction=False)
-    multiplied = requant == "multiplier"
     model_scales: QdqScales = g.notes.get("qdq", QdqScales())
-    shifts: dict[str, np.ndarray] = {}  # node -> its mean output shift over the real input patches (GPTQ)
+    uncorrected = float_stage(g, samples, options)
+    state = WeightState(samples, options, uncorrected, uncorrected, _correct_bias, weight_exponents, model_scales)
+    state = weights_stage(state.with_weights(uncorrected))
+    return WeightsForInt8(state.uncorrected, state.graph, dict(state.records), dict(state.seeds))
 
-    def corrected(graph: Graph) -> Graph:
-        """The bias correction for graph's int8 weights (a QDQ model's at its own scales; a GPTQ-rounded
-        layer's measured shift)."""
-        return prepare_for_int8(graph, samples, equalize="off", bias_correction=bias_correction,
-                                roundtrip=qdq.weight_roundtrip(model_scales, graph_roundtrip(graph, requant), multiplied),
-                                shifts=shifts)
 
-    g = corrected(uncorrected)
-    scaling, model_factors_note, fill = None, {}, ChannelFill()
-    if range_scaled and not model_scales:
-        uncorrected, g, scaling = scale_and_correct(uncorrected, g, samples, corrected if bias_correction else None,
-                                                    one_shift if requant == "pow2" else None)
-        fill = plan_channel_fill(g, samples)  # conv inputs the host quantizes, per channel (channel_fill.py)
-        if fill.bits:
-            uncorrected = apply_channel_fill(uncorrected, fill)
-            g = corrected(uncorrected)
-    elif range_scaled and equalize == "off" and model_scales.act:
-        model_factors = plan_model_factors(uncorrected, {t: model_scales.inexact.get(t, 1.0) for t in model_scales.act})
-        if model_factors:  # the model's scales that are not powers of two, met exactly (range_scale.py)
-            scaled = apply_factors(uncorrected, model_factors)
-            model_scales = qdq.rescaled(model_scales, uncorrected, scaled, model_factors)
-            scaled.notes["qdq"] = model_scales
-            uncorrected, g = scaled, corrected(scaled)
-            model_factors_note = {t: f for t, f in sorted(model_factors.items()) if t in model_scales.act}
-    rounded, rounding = {}, None
-    if gptq and requant == "pow2" and not model_scales:  # on the final weights, before calibration sees g
-        weight_nodes = [n.name for n in uncorrected.nodes if int8_rule(n.op) == "weights"]
-        rounded, found, rounding = plan_rounding(uncorrected, samples, weight_nodes, weight_exponents)
-        shifts.update(found)
-        if rounded and bias_correction:
-            g = corrected(uncorrected)
-    return WeightsForInt8(uncorrected, g, scaling, fill, model_factors_note, rounded, rounding)
+def _correct_bias(state: WeightState, graph: Graph) -> Graph:
+    """The bias correction for graph's int8 weights (a QDQ model's at its own scales; a GPTQ-rounded layer's
+    measured shift): the WeightState's `correct`."""
+    requant = state.options.requant
+    roundtrip = qdq.weight_roundtrip(state.qdq, graph_roundtrip(graph, requant), requant == "multiplier")
+    return prepare_for_int8(graph, state.samples, equalize="off", bias_correction=state.options.bias_correction,
+                            roundtrip=roundtrip, shifts=dict(state.shifts))
 
 
 def _noted_as(graph: Graph, source: Graph) -> Graph:
-    """A copy of `graph` carrying `source`'s wide residual note (the one note the int8 graph reads that
-    `weights_for_int8` does not look at)."""
+    """A copy of `graph` carrying `source`'s MARK notes (the notes the int8 graph reads that
+    `weights_for_int8` does not look at: the wide residual note)."""
     out = graph.copy()
-    out.notes.pop(WIDE_NOTE, None)
-    if WIDE_NOTE in source.notes:
-        out.notes[WIDE_NOTE] = source.notes[WIDE_NOTE]
+    for note in mark_notes():
+        out.notes.pop(note, None)
+        if note in source.notes:
+            out.notes[note] = source.notes[note]
     return out
+
+
+def _range_scale_note(record: Any) -> RangeScaling | ModelFactors | None:
+    """range_scale's record as the notes hold it: a RangeScaling, or a QDQ model's factors."""
+    return ModelFactors(record) if isinstance(record, dict) else record
 
 
 def one_recipe(options: QuantOptions | None = None, **keywords: Any) -> QuantOptions:
@@ -126,31 +103,28 @@ def float_and_int8(g: Graph, calibrate, options: QuantOptions | None = None, *, 
     graph by its outputs against `g`'s on the calibration samples (exponent_search)."""
     opts = one_recipe(options, **keywords)
     calibration, equalize, requant, keep_float_until = opts.calibration, opts.equalize, opts.requant, opts.keep_float_until
-    gptq = opts.weight_rounding is WeightRoundingMode.GPTQ
     if keep_float_until is not None:
         check_target(keep_float_until)
     samples, synthetic = calibration_samples(g, calibrate, opts.seed)
     t1 = time.perf_counter()
     want = float_outputs(g, samples) if calibration == "search" or keep_float_until is not None else []
     multiplied = requant == "multiplier"
-    key = (equalize, opts.bias_correction, requant, opts.range_scale, gptq)
+    key = weights_key(opts)
     prepared = weights_cache.get(key) if weights_cache is not None else None
     if prepared is None:
         prepared = weights_for_int8(g, samples, opts)
         if weights_cache is not None:
             weights_cache[key] = prepared
     uncorrected, g = _noted_as(prepared.uncorrected, g), _noted_as(prepared.graph, g)
-    rounded, rounding, scaling, fill = prepared.rounded, prepared.rounding, prepared.scaling, prepared.fill
+    records = prepared.records
     cal: Calibration = run_calibration(g, samples, calibration)
     cal.synthetic = synthetic
     scales: QdqScales = g.notes.get("qdq", QdqScales())
     if scales and equalize != "off":  # equalization rescales activations: the model's scales no longer hold
         scales = QdqScales(notes=[*scales.notes, f"equalize {equalize}: the model's scales are not used"])
     cal.fixed.update(scales.act)  # the model's activation scales replace calibration for their tensors
-    range_scale = scaling if scaling is not None else \
-        ModelFactors(prepared.model_factors_note) if prepared.model_factors_note else None
     marked, cache = keep_nodes_float(g, opts.keep_float, uncorrected), {}
-    cache.update({(ROUNDED_KEY, name): r for name, r in rounded.items()})
+    cache.update(prepared.seeds)
     marked.notes[REQUANT_NOTE] = requant.value
     pow2_nodes, float_nodes = qdq.seed_weight_cache(marked, scales, cache,
                                                     [n for n in marked.nodes if int8_rule(n.op) == "weights"], multiplied)
@@ -169,9 +143,9 @@ def float_and_int8(g: Graph, calibrate, options: QuantOptions | None = None, *, 
         qdq_notes = QdqNotes(d["activations"], tuple(d["weights"]), d["exact"], tuple(d["notes"]))
     notes = QuantNotes(samples=len(samples), synthetic=synthetic, method=calibration, equalize=equalize,
                        bias_correction=opts.bias_correction, requant=requant,
-                       weight_rounding=opts.weight_rounding if rounding is not None else WeightRoundingMode.NEAREST,
-                       seconds=time.perf_counter() - t1, range_scale=range_scale,
-                       channel_fill=fill if scaling is not None and fill.bits else None, gptq=rounding,
+                       weight_rounding=opts.weight_rounding if "weight_rounding" in records else WeightRoundingMode.NEAREST,
+                       seconds=time.perf_counter() - t1, range_scale=_range_scale_note(records.get("range_scale")),
+                       channel_fill=records.get("channel_fill"), gptq=records.get("weight_rounding"),
                        search=search, keep_float_auto=auto, qdq=qdq_notes)
     return g, q, notes
 

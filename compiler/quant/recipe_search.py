@@ -35,6 +35,7 @@ from vtakit.compiler.ops.execute import run_graph
 from vtakit.compiler.ir import Graph
 from vtakit.compiler.quant.quantize import precision_plan
 from vtakit.compiler.quant.techniques.fixed_point import check_requant
+from vtakit.compiler.quant.techniques.registry import mark_graph
 from vtakit.compiler.quant.techniques.wide_residual import mark, wide_pairs
 from vtakit.errors import CompileError
 from vtakit.isa.config import HwConfig
@@ -94,10 +95,10 @@ def float_and_int8_auto(g: Graph, cfg: HwConfig, calibrate, options: QuantOption
     weights_cache: dict = {}  # the weight-side work of a recipe, shared by those that differ in the rest
 
     def quantized(recipe: Recipe, keep_until: float | None = None) -> tuple[Graph, Graph, QuantNotes]:
+        opts = replace(options, **recipe.options(), keep_float_until=keep_until)
         marked = g.copy()
-        mark(marked, cfg, recipe.wide_residual)
-        fg, q, notes = float_and_int8(marked, samples, replace(options, **recipe.options(), keep_float_until=keep_until),
-                                      progress=progress, weights_cache=weights_cache)
+        mark_graph(marked, cfg, opts)  # the MARK techniques (the wide residual note), per recipe
+        fg, q, notes = float_and_int8(marked, samples, opts, progress=progress, weights_cache=weights_cache)
         return fg, q, replace(notes, synthetic=synthetic)  # the samples come in as feeds, made up or not
 
     start = Recipe(**{k: v[0] for k, v in values.items()})

@@ -40,6 +40,8 @@ from vtakit.compiler.quant.techniques.equalize import has_const_weights, is_dept
 from vtakit.compiler.ops.execute import run_graph
 from vtakit.compiler.ir import Graph, Node
 from vtakit.compiler.quant.quantize import EXP_RANGE, ideal_exponent, precision_plan
+from vtakit.compiler.quant.techniques.range_scale import RangeScaling
+from vtakit.compiler.quant.techniques.registry import Stage, Technique, WeightState, register
 
 HEADROOM_BITS = 1
 """A filled channel stops this many bits below the tensor's calibrated maximum.  With 0 bits the text
@@ -217,3 +219,18 @@ def apply_channel_fill(graph: Graph, fill: ChannelFill) -> Graph:
     g.prune()
     g.validate()
     return g
+
+
+def channel_fill_stage(state: WeightState, _value: None) -> WeightState:
+    """The WEIGHTS stage, after range scaling and only where it scaled the graph: the planned conv inputs
+    filled channel by channel (recorded as the ChannelFill, where any conv has bits)."""
+    if not isinstance(state.records.get("range_scale"), RangeScaling):
+        return state
+    fill = plan_channel_fill(state.graph, state.samples)
+    if not fill.bits:
+        return state
+    return state.with_weights(apply_channel_fill(state.uncorrected, fill)).record("channel_fill", fill)
+
+
+register(Technique("channel_fill", Stage.WEIGHTS, channel_fill_stage, order=20,
+                   doc="conv inputs the host quantizes, filled channel by channel (after range scaling)"))

@@ -26,6 +26,8 @@ import numpy as np
 
 from vtakit.compiler.ops.execute import run_graph
 from vtakit.compiler.ir import Graph, Node
+from vtakit.compiler.options import QUANT_OPTIONS, EqualizeMode
+from vtakit.compiler.quant.techniques.registry import Stage, Technique, register
 
 EQUALIZE_ROUNDS = 100  # chains (conv -> depthwise -> conv) converge geometrically
 CONVERGED = 1e-7  # stop once no scale differs from 1 by more
@@ -162,3 +164,14 @@ def correct_bias(graph: Graph, samples: list[dict[str, np.ndarray]],
             n.inputs.append(g.add_const(f"{n.name}.bias_corrected", new))
     g.prune()
     return g
+
+
+def equalize_stage(g: Graph, samples: list[dict[str, np.ndarray]], mode: EqualizeMode) -> Graph:
+    """The FLOAT stage: `g` equalized as `mode` says ("off": `g` itself)."""
+    if mode is EqualizeMode.OFF:
+        return g
+    return equalize(g, clip_as_relu=mode is EqualizeMode.CLIP_AS_RELU)
+
+
+register(Technique("equalize", Stage.FLOAT, equalize_stage, QUANT_OPTIONS["equalize"], order=10,
+                   doc="cross-layer equalization of consecutive layers' channel ranges"))

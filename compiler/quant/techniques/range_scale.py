@@ -40,7 +40,10 @@ from vtakit.compiler.quant.techniques.equalize import has_const_weights
 from vtakit.compiler.ops import keeps_scale
 from vtakit.compiler.ops.execute import run_graph
 from vtakit.compiler.ir import Graph, Node
-from vtakit.compiler.quant.quantize import _Groups, exponent_groups, ideal_exponent, precision_plan
+from vtakit.compiler.quant.quantize import _Groups, exponent_groups, ideal_exponent, one_shift, precision_plan
+from vtakit.compiler.quant import qdq
+from vtakit.compiler.options import QUANT_OPTIONS, RangeScaleMode, RequantMode
+from vtakit.compiler.quant.techniques.registry import Stage, Technique, WeightState, register
 
 SCALE_LINEAR = frozenset({"Add", "AveragePool", "GlobalAveragePool"})
 
@@ -300,3 +303,33 @@ def scale_and_correct(uncorrected: Graph, corrected: Graph, samples: list[dict[s
             break
         factors = {t: f * shrink.get(groups.find(t), 1.0) for t, f in factors.items()}
     return scaled, g, replace(summary, factors={k: factors[k] for k in summary.factors})
+
+
+def range_scale_stage(state: WeightState, mode: RangeScaleMode) -> WeightState:
+    """The WEIGHTS stage: the graph range-scaled (recorded as a RangeScaling), or a QDQ model's scales that
+    are not powers of two met exactly (recorded as {tensor: factor}, where any of the model's activations
+    moved; not with equalization, which leaves the model's scales unused)."""
+    if mode is not RangeScaleMode.ON:
+        return state
+    o = state.options
+    if not state.qdq:
+        uncorrected, g, scaling = scale_and_correct(state.uncorrected, state.graph, state.samples,
+                                                    state.corrected if o.bias_correction else None,
+                                                    one_shift if o.requant is RequantMode.POW2 else None)
+        return replace(state, uncorrected=uncorrected, graph=g).record("range_scale", scaling)
+    if o.equalize != "off" or not state.qdq.act:
+        return state
+    u = state.uncorrected
+    factors = plan_model_factors(u, {t: state.qdq.inexact.get(t, 1.0) for t in state.qdq.act})
+    if not factors:
+        return state
+    scaled = apply_factors(u, factors)
+    scales = qdq.rescaled(state.qdq, u, scaled, factors)
+    scaled.notes["qdq"] = scales
+    state = state.with_weights(scaled, qdq=scales)
+    moved = {t: f for t, f in sorted(factors.items()) if t in scales.act}
+    return state.record("range_scale", moved) if moved else state
+
+
+register(Technique("range_scale", Stage.WEIGHTS, range_scale_stage, QUANT_OPTIONS["range_scale"], order=10,
+                   doc="activation groups rescaled so each fills the int8 range at its power-of-two exponent"))

@@ -39,7 +39,7 @@ Where the model is rounded to nearest anyway:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -47,6 +47,9 @@ from numpy.lib.stride_tricks import sliding_window_view
 from vtakit.compiler.quant.techniques.equalize import has_const_weights
 from vtakit.compiler.ops.execute import run_graph
 from vtakit.compiler.ir import Graph, Node
+from vtakit.compiler.ops import int8_rule
+from vtakit.compiler.options import QUANT_OPTIONS, RequantMode, WeightRoundingMode
+from vtakit.compiler.quant.techniques.registry import Stage, Technique, WeightState, register
 
 MIN_ROWS_PER_INPUT = 8
 """A layer is rounded by GPTQ only where the samples give at least this many rows of input patches per
@@ -235,3 +238,24 @@ def plan_rounding(g: Graph, samples: list[dict[str, np.ndarray]], names,
             summary.rounded.append(n.name)
             summary.channels += int(better.sum())
     return done, shifts, summary
+
+
+def weight_rounding_stage(state: WeightState, mode: WeightRoundingMode) -> WeightState:
+    """The WEIGHTS stage, last, on the final weights: GPTQ int8 weights (seeded into the rewrite's weight
+    cache under ROUNDED_KEY), each rounded layer's measured output shift for the bias correction (made
+    again), what was done recorded as a WeightRounding.  Only with power-of-two shifts and not for a QDQ
+    model (module docstring)."""
+    if mode is not WeightRoundingMode.GPTQ or state.options.requant is not RequantMode.POW2 or state.qdq:
+        return state
+    u = state.uncorrected
+    names = [n.name for n in u.nodes if int8_rule(n.op) == "weights"]
+    rounded, found, rounding = plan_rounding(u, state.samples, names, state.weight_exponents)
+    state = replace(state, shifts={**state.shifts, **found},
+                    seeds={**state.seeds, **{(ROUNDED_KEY, name): r for name, r in rounded.items()}})
+    if rounded and state.options.bias_correction:
+        state = state.with_weights(u)
+    return state.record("weight_rounding", rounding)
+
+
+register(Technique("weight_rounding", Stage.WEIGHTS, weight_rounding_stage, QUANT_OPTIONS["weight_rounding"],
+                   order=30, doc="int8 weights rounded for each layer's output on the calibration samples (GPTQ)"))

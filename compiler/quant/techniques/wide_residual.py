@@ -33,7 +33,8 @@ import numpy as np
 from vtakit.compiler.quant.techniques.channel_scales import channel_attr
 from vtakit.compiler.ir import Graph, Node
 from vtakit.compiler.backends.vta.te import IDENTITY_BITS, move_reason
-from vtakit.compiler.options import WideResidualMode
+from vtakit.compiler.options import QUANT_OPTIONS, WideResidualMode
+from vtakit.compiler.quant.techniques.registry import Stage, Technique, register
 from vtakit.isa.config import HwConfig
 
 WIDE_NOTE = "wide_residual"
@@ -134,3 +135,7 @@ def reader_output(g: Graph, tensor: str, readers: dict[str, list[Node]] | None =
     """The output of the add reading a wide conv's result (its only reader); `readers`: g.consumers(),
     where the caller asks for many (a walk over the graph each time is quadratic)."""
     return (g.consumers() if readers is None else readers)[tensor][0].outputs[0]
+
+
+register(Technique("wide_residual", Stage.MARK, mark, QUANT_OPTIONS["wide_residual"], note=WIDE_NOTE,
+                   doc="convs feeding a residual add keep extra bits into the add (quantize reads the note)"))

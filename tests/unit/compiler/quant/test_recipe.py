@@ -179,12 +179,12 @@ def test_the_weight_side_work_is_shared_between_recipes_and_changes_nothing():
 
 def test_a_recipe_that_does_not_compile_is_left_out_and_named(monkeypatch):
     """A choice the network cannot take (here GPTQ made to fail) must not fail a compile the fallback passes."""
-    from vtakit.compiler.quant import int8
+    from vtakit.compiler.quant.techniques import weight_rounding
 
     def no_gptq(*args, **kwargs):
         raise CompileError("GPTQ cannot round this layer", node="c", op="Conv")
 
-    monkeypatch.setattr(int8, "plan_rounding", no_gptq)
+    monkeypatch.setattr(weight_rounding, "plan_rounding", no_gptq)
     module = compile_module(_residual_model(), "pynq", calibrate=_smooth(8, 0))
     r = module.notes.calibration.recipe
     assert r.chosen["weight_rounding"] == "nearest" and r.failed
