@@ -15,7 +15,8 @@ import numpy as np
 
 from vtakit.cli._common import CONFIG_HELP, DeprecatedAlias, console, png_path, progress_console
 from vtakit.devices import device_names
-from vtakit.compiler.options import CHOICES, CalibrationMethod, CompileOptions, QuantOptions
+from vtakit.compiler.options import CHOICES, QUANT_OPTIONS, CalibrationMethod, CompileOptions, QuantOptions
+from vtakit.compiler.quant.techniques import catalog  # noqa: F401  (each technique's option: its flag)
 from vtakit.compiler.quant.recipe import recipe_table
 from vtakit.compiler.module.notes import QuantNotes
 from vtakit.compiler.module.report import calibration_lines, host_reason_lines
@@ -61,6 +62,20 @@ def _input_shapes(specs: list[str] | None) -> dict[str, tuple[int, ...]] | None:
     return shapes
 
 
+def _calibration(path: str | None, module_inputs: list[str] | None = None):
+    """A list of samples from a .npy (N, *shape) or a .npz of such arrays by input name."""
+    if path is None:
+        return None
+    data = _load_arrays(path, "calibration")
+    if isinstance(data, np.ndarray):
+        return [data[i] for i in range(data.shape[0])]
+    counts = {k: v.shape[0] for k, v in data.items()}
+    if len(set(counts.values())) != 1:
+        raise VtaError(f"calibration arrays hold different sample counts: {counts}")
+    n = next(iter(counts.values()))
+    return [{k: v[i] for k, v in data.items()} for i in range(n)]
+
+
 def _bindings(specs: list[str] | None) -> dict[str, object] | None:
     """--bind NAME=VALUE (repeatable): VALUE a number, true/false, or numbers separated by commas (1-D); the
     compiler checks each against its input's type and shape (compiler/frontend/bound.py)."""
@@ -85,20 +100,6 @@ def _number(text: str, spec: str) -> object:
         except ValueError:
             pass
     raise VtaError(f"--bind takes numbers or true/false as values, got {spec!r}")
-
-
-def _calibration(path: str | None, module_inputs: list[str] | None = None):
-    """A list of samples from a .npy (N, *shape) or a .npz of such arrays by input name."""
-    if path is None:
-        return None
-    data = _load_arrays(path, "calibration")
-    if isinstance(data, np.ndarray):
-        return [data[i] for i in range(data.shape[0])]
-    counts = {k: v.shape[0] for k, v in data.items()}
-    if len(set(counts.values())) != 1:
-        raise VtaError(f"calibration arrays hold different sample counts: {counts}")
-    n = next(iter(counts.values()))
-    return [{k: v[i] for k, v in data.items()} for i in range(n)]
 
 
 def cmd_compile(args) -> int:
@@ -218,31 +219,18 @@ def _choice(option: str) -> dict:
 
 
 def _int8_options(p) -> None:
-    """The quantization options `compile` and `report --accuracy` share: QuantOptions' fields (an option not
-    given keeps its default there)."""
-    p.add_argument("--calibration", **_choice("calibration"),
-                   help="how activation exponents are chosen: max, percentile, mse, kl or search "
-                        "(max, then moved by the error at the outputs; compiler.quant.calibration), "
-                        "or auto (default): max, percentile or mse, whichever the network's outputs "
-                        "on the calibration samples favour (compiler.quant.recipe)")
-    p.add_argument("--equalize", **_choice("equalize"),
-                   help="cross-layer equalization: off, exact (through ReLU only) or clip-as-relu "
-                        "(ReLU6 becomes ReLU where equalized: changes the float model); default off")
-    p.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=None,
-                   help="correct each bias for the mean shift its weight quantization causes (default on)")
-    p.add_argument("--range-scale", **_choice("range_scale"),
-                   help="rescale activation groups (weights compensate) so each fills the int8 range at its "
-                        "power-of-two exponent: in effect float activation scales (default on)")
-    p.add_argument("--wide-residual", **_choice("wide_residual"),
-                   help="a conv whose only reader is a residual add keeps up to 6 extra bits into the add instead "
-                        "of requantizing to int8 first (configs without LOAD.ACC8); default auto: on where the "
-                        "network's outputs on the calibration samples favour it")
-    p.add_argument("--weight-rounding", **_choice("weight_rounding"),
-                   help="int8 weights rounded for each layer's output on the calibration samples (gptq) or each "
-                        "to nearest; the weight exponents and programs are the same. Default auto: gptq where the "
-                        "network's outputs on the calibration samples favour it (it wins on EfficientNet-Lite0 and "
-                        "loses on RapidOCR's recognizer)")
+    """The quantization options `compile` and `report --accuracy` share: one flag per option in
+    `QUANT_OPTIONS` (its choices and help; a bool option is --name / --no-name), the registered techniques'
+    included, then the layers kept float (an option not given keeps its default)."""
+    for option in QUANT_OPTIONS.values():
+        if option.kind is bool:
+            p.add_argument(option.flag, action=argparse.BooleanOptionalAction, default=None, help=option.help)
+        else:
+            p.add_argument(option.flag, choices=option.kind.values(), help=option.help)
     p.add_argument("--keep-float", default="", help="NODE,... nodes kept in float on the host")
+    p.add_argument("--host-int8", action="store_true", default=None,
+                   help="quantize also the convs, dense layers and adds the accelerator would not take (by default "
+                        "they stay float on the host: int8 there buys no speed and costs accuracy)")
     p.add_argument("--keep-float-until", type=float, metavar="COSINE",
                    help="also keep the worst layers in float, one at a time, until the mean output cosine on the "
                         "calibration samples reaches COSINE (at most 8 layers; they are printed)")
@@ -262,24 +250,16 @@ def _limits(args):
     return use_limits(getattr(args, "max_tensor_mb", None), getattr(args, "max_model_mb", None))
 
 
-def _requant_option(p) -> None:
-    p.add_argument("--requant", **_choice("requant"),
-                   help="conv/dense requantization: power-of-two shifts, or per-channel fixed-point multipliers "
-                        "(configs with ALU MUL); default auto: multipliers where the config has MUL")
-
-
-QUANT_FLAGS = ("calibration", "equalize", "bias_correction", "keep_float_until", "range_scale", "requant",
-    p.add_argument("--host-int8", action="store_true", default=None,
-                   help="quantize also the convs, dense layers and adds the accelerator would not take (by default "
-                        "they stay float on the host: int8 there buys no speed and costs accuracy)")
-               "wide_residual", "weight_rounding", "host_int8")
-"""The QuantOptions fields the command line sets by flags of the same name (None: not given)."""
+def _quant_flags() -> tuple[str, ...]:
+    """The QuantOptions fields the command line sets by flags of the same name (None: not given): every
+    option in `QUANT_OPTIONS`, keep_float_until and host_int8."""
+    return (*QUANT_OPTIONS, "keep_float_until", "host_int8")
 
 
 def _quant_options(args) -> QuantOptions:
     """The quantization options the user gave (the rest keep QuantOptions' defaults)."""
-    given = {k: getattr(args, k) for k in QUANT_FLAGS if getattr(args, k) is not None}
-    return QuantOptions(**given, keep_float=_keep_float(args.keep_float), seed=args.seed)
+    given = {k: getattr(args, k) for k in _quant_flags() if getattr(args, k) is not None}
+    return QuantOptions.of(None, **given, keep_float=_keep_float(args.keep_float), seed=args.seed)
 
 
 def _searches(options: QuantOptions, calibrated: bool) -> bool:
@@ -372,7 +352,7 @@ def cmd_report(args) -> int:
         return cmd_accuracy(args)
     accuracy_only = {"--calibrate": args.calibrate, "--input-shape": args.input_shape, "--config": args.config,
                      "--keep-float": args.keep_float or None,
-                     **{f"--{k.replace('_', '-')}": getattr(args, k) for k in QUANT_FLAGS}}
+                     **{f"--{k.replace('_', '-')}": getattr(args, k) for k in _quant_flags()}}
     given = [flag for flag, value in accuracy_only.items() if value is not None]
     if given:  # a module is already compiled: these would be ignored without a word
         raise VtaError(f"{', '.join(given)} only apply with --accuracy (a module is already compiled)")
@@ -434,7 +414,6 @@ def register(sub) -> None:
     c.add_argument("--seed", type=int, default=0, help="seed of the synthetic calibration inputs")
     c.add_argument("--tuning-log", help="use the best schedules this `vtakit tune` log recorded")
     _int8_options(c)
-    _requant_option(c)
     _limit_options(c)
     c.add_argument("-o", "--output", default="model.vtamod")
     c.set_defaults(func=cmd_compile)
@@ -464,7 +443,6 @@ def register(sub) -> None:
     p.add_argument("--config", help="with --accuracy: the configuration whose requantization the int8 graph uses "
                                     "(multipliers where it has ALU MUL); " + CONFIG_HELP)
     _int8_options(p)
-    _requant_option(p)
     _limit_options(p)
     p.add_argument("--input", help=".npy or .npz (default: seeded random inputs)")
     p.add_argument("--device", default="sim", choices=device_names())
