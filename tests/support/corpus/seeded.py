@@ -1,0 +1,193 @@
+"""Corpus architectures from transformers with SEEDED weights (no wheel ships theirs), exported by torch's
+default exporter as a user would (export.py).  The task of a seeded network means nothing, so each is
+measured by its agreement with float on real inputs: top-1 and cosine for classifiers and language-model
+logits, cosine for encoders' hidden states, IoU of argmax masks for segmentation, matched boxes for the
+detector.  Sizes are the architectures' small published variants (DeiT-tiny, ConvNeXt-atto, RegNetY-400MF,
+MobileViT-XXS, SegFormer-B0, YOLOS-tiny) so that a run of the whole corpus stays within minutes a model.
+
+(timm is not used: it imports torchvision, and no CPU build of torchvision matching torch 2.13 can be
+installed here; PyPI's links CUDA libraries.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from tests.support.corpus import inputs, metrics
+from tests.support.corpus.entry import CLASSIFIER, DETECTOR, EMBEDDING, MAP, Entry, Samples
+from tests.support.corpus.export import cached_export
+
+IMAGE = 224
+
+
+def _transformers(name: str, make: Callable[[Any], Any], args: Callable[[Any], tuple], pick: int = 0) -> Path:
+    """Export transformers' `make(transformers)` (seeded by cached_export), returning output `pick` only."""
+    def build():
+        import torch  # pyright: ignore[reportMissingImports]
+        import transformers  # pyright: ignore[reportMissingImports]
+
+        net = make(transformers).eval()
+        net.config.return_dict = False
+
+        class Exported(torch.nn.Module):  # what a user writes to export one output of a transformers model
+            def __init__(self):
+                super().__init__()
+                self.net = net
+
+            def forward(self, *xs):
+                return self.net(*xs)[pick]
+
+        return Exported().eval(), args(torch)
+
+    return cached_export(name, build)
+
+
+def _image_args(size: int | tuple[int, int] = IMAGE):
+    h, w = (size, size) if isinstance(size, int) else size
+    return lambda torch: (torch.zeros(1, 3, h, w),)
+
+
+def _photos(size: int = IMAGE) -> Callable[[], Samples]:
+    def samples() -> Samples:
+        cal, test = inputs.photo_views(size)
+        return Samples([{"xs_0": inputs.imagenet(v)} for v in cal], [{"xs_0": inputs.imagenet(v)} for v in test])
+    return samples
+
+
+def _vision(name: str, half: str, kind: str, source: str, make, metric, floors, size=IMAGE) -> Entry:
+    return Entry(name, half, kind, f"transformers {source} (seeded)",
+                 lambda: _transformers(name, make, _image_args(size)), _photos(size), metric, floors)
+
+
+def _text_samples(length: int, with_mask: bool) -> Samples:
+    passages = inputs.text_passages()
+    feeds = []
+    for p in passages:
+        ids, mask = inputs.byte_tokens(p, length)
+        feeds.append({"xs_0": ids, "xs_1": mask} if with_mask else {"xs_0": ids})
+    return Samples(feeds[::4], [f for i, f in enumerate(feeds) if i % 4])
+
+
+def _speech_samples() -> Samples:
+    chunks = inputs.speech_chunks(16000, 16000, 3)
+    pieces = [{"xs_0": c[None]} for c in chunks] + [{"xs_0": c[None]} for c in inputs.speech_chunks(16000, 16000, 3, 8000)]
+    return Samples(pieces[1:2] + pieces[4:5], pieces[0:1] + pieces[2:4] + pieces[5:])
+
+
+YOLOS_SIZE = (256, 320)
+
+
+def yolos_boxes(out: dict[str, np.ndarray], threshold: float = 0.3):
+    """YOLOS's per-query class logits (last class: no object) and normalised (cx, cy, w, h) boxes -> the queries
+    whose best object class passes `threshold`."""
+    logits = next(v for v in out.values() if v.shape[-1] != 4)[0]
+    boxes = next(v for v in out.values() if v.shape[-1] == 4)[0]
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    p = (p / p.sum(-1, keepdims=True))[:, :-1]
+    keep = p.max(1) > threshold
+    cx, cy, w, h = boxes[keep].T
+    xyxy = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], 1) * [YOLOS_SIZE[1], YOLOS_SIZE[0]] * 2
+    return xyxy, p.max(1)[keep], p.argmax(1)[keep]
+
+
+def _yolos() -> Path:
+    def build():
+        import torch  # pyright: ignore[reportMissingImports]
+        import transformers  # pyright: ignore[reportMissingImports]
+
+        cfg = transformers.YolosConfig(hidden_size=192, num_hidden_layers=12, num_attention_heads=3,
+                                       intermediate_size=768, image_size=list(YOLOS_SIZE), num_labels=4,
+                                       num_detection_tokens=100)
+        net = transformers.YolosForObjectDetection(cfg).eval()
+        net.config.return_dict = False
+
+        class Exported(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = net
+
+            def forward(self, pixel_values):
+                out = self.net(pixel_values)
+                return out[0], out[1]  # class logits, boxes
+
+        return Exported().eval(), (torch.zeros(1, 3, *YOLOS_SIZE),)
+
+    return cached_export("yolos_tiny", build)
+
+
+def _yolos_samples() -> Samples:
+    from skimage.transform import resize
+
+    cal, test = inputs.photo_views(320)
+    x = lambda v: {"pixel_values": inputs.imagenet(resize(v, YOLOS_SIZE + (3,), anti_aliasing=True))}  # noqa: E731
+    return Samples([x(v) for v in cal], [x(v) for v in test])
+
+
+def _bert() -> Path:
+    config = lambda tf: tf.BertConfig(vocab_size=512, hidden_size=256, num_hidden_layers=4,  # noqa: E731
+                                      num_attention_heads=4, intermediate_size=1024)
+    ids = lambda torch: (torch.zeros(1, 64, dtype=torch.int64), torch.ones(1, 64, dtype=torch.int64))  # noqa: E731
+    return _transformers("hf_bert_mini", lambda tf: tf.BertModel(config(tf)), ids)
+
+
+def _gpt2() -> Path:
+    config = lambda tf: tf.GPT2Config(vocab_size=512, n_positions=128, n_embd=256, n_layer=4, n_head=4)  # noqa: E731
+    return _transformers("hf_gpt2_mini", lambda tf: tf.GPT2LMHeadModel(config(tf)),
+                         lambda torch: (torch.zeros(1, 64, dtype=torch.int64),))
+
+
+def _wav2vec2() -> Path:
+    config = lambda tf: tf.Wav2Vec2Config(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,  # noqa: E731
+                                          intermediate_size=1024, conv_dim=(256,) * 7, num_conv_pos_embeddings=64)
+    return _transformers("hf_wav2vec2_mini", lambda tf: tf.Wav2Vec2Model(config(tf)),
+                         lambda torch: (torch.zeros(1, 16000),))
+
+
+def entries() -> list[Entry]:
+    t = lambda name: (lambda tf: name(tf))  # noqa: E731
+    return [
+        _vision("hf_mobilenet_v2", "dev", "classifier", "MobileNetV2 1.0",
+                t(lambda tf: tf.MobileNetV2ForImageClassification(tf.MobileNetV2Config(num_labels=1000))),
+                metrics.classifier(), CLASSIFIER),
+        _vision("hf_efficientnet_b0", "heldout", "classifier", "EfficientNet-B0",
+                t(lambda tf: tf.EfficientNetForImageClassification(tf.EfficientNetConfig(image_size=IMAGE))),
+                metrics.classifier(), CLASSIFIER),
+        _vision("hf_convnext_atto", "dev", "classifier", "ConvNeXt-atto",
+                t(lambda tf: tf.ConvNextForImageClassification(tf.ConvNextConfig(
+                    depths=[2, 2, 6, 2], hidden_sizes=[40, 80, 160, 320], num_labels=1000))),
+                metrics.classifier(), CLASSIFIER),
+        _vision("hf_regnety_400mf", "heldout", "classifier", "RegNetY-400MF",
+                t(lambda tf: tf.RegNetForImageClassification(tf.RegNetConfig(
+                    embedding_size=32, hidden_sizes=[48, 104, 208, 440], depths=[1, 3, 6, 6], groups_width=8,
+                    layer_type="y", num_labels=1000))),
+                metrics.classifier(), CLASSIFIER),
+        _vision("hf_deit_tiny", "dev", "classifier", "ViT/DeiT-tiny",
+                t(lambda tf: tf.ViTForImageClassification(tf.ViTConfig(
+                    hidden_size=192, num_hidden_layers=12, num_attention_heads=3, intermediate_size=768,
+                    image_size=IMAGE, patch_size=16, num_labels=1000))),
+                metrics.classifier(), CLASSIFIER),
+        _vision("hf_mobilevit_xxs", "heldout", "classifier", "MobileViT-XXS",
+                t(lambda tf: tf.MobileViTForImageClassification(tf.MobileViTConfig(
+                    hidden_sizes=[64, 80, 96], neck_hidden_sizes=[16, 16, 24, 48, 64, 80, 320], expand_ratio=2.0,
+                    image_size=256, num_labels=1000))),
+                metrics.classifier(), CLASSIFIER, size=256),
+        _vision("hf_segformer_b0", "dev", "segmentation", "SegFormer-B0",
+                t(lambda tf: tf.SegformerForSemanticSegmentation(tf.SegformerConfig(num_labels=19))),
+                metrics.mask_iou(), MAP, size=256),
+        _vision("hf_mobilevit_deeplab", "heldout", "segmentation", "MobileViT-XXS + DeepLabV3 head",
+                t(lambda tf: tf.MobileViTForSemanticSegmentation(tf.MobileViTConfig(
+                    hidden_sizes=[64, 80, 96], neck_hidden_sizes=[16, 16, 24, 48, 64, 80, 320], expand_ratio=2.0,
+                    aspp_out_channels=128, image_size=256, num_labels=21))),
+                metrics.mask_iou(), MAP, size=256),
+        Entry("yolos_tiny", "heldout", "detector", "transformers YOLOS-tiny (seeded, 4 classes)", _yolos,
+              _yolos_samples, metrics.detections(yolos_boxes), DETECTOR),
+        Entry("hf_bert_mini", "dev", "encoder", "transformers BERT, 4 layers x 256, attention mask (seeded)",
+              _bert, lambda: _text_samples(64, True), metrics.embedding(), EMBEDDING),
+        Entry("hf_gpt2_mini", "heldout", "decoder", "transformers GPT-2, 4 layers x 256, byte vocabulary (seeded)",
+              _gpt2, lambda: _text_samples(64, False), metrics.classifier(), CLASSIFIER),
+        Entry("hf_wav2vec2_mini", "heldout", "embedding", "transformers Wav2Vec2: 7 1-D convs + 4 layers (seeded)",
+              _wav2vec2, _speech_samples, metrics.embedding(), EMBEDDING),
+    ]
