@@ -61,12 +61,27 @@ def window_attrs(imp, op: str, name: str, ins: list[str], at: dict) -> dict:
     if len(x.shape) != 4:
         raise CompileError(f"only 2-D (NCHW) {op} is supported, input shape {x.shape}", node=name, op=op)
     kernel = tuple(at["kernel_shape"]) if "kernel_shape" in at else imp.graph.tensors[ins[1]].shape[2:]
+    return _window(x.shape[2:], kernel, at)
+
+
+def _as_2d(at: dict) -> dict:
+    """A 1-D window's attributes as those of the (k, 1) 2-D window over the (N, C, L, 1) view."""
+    out = dict(at)
+    for key in ("kernel_shape", "strides", "dilations"):
+        if key in at:
+            out[key] = (int(at[key][0]), 1)
+    if "pads" in at:
+        out["pads"] = (int(at["pads"][0]), 0, int(at["pads"][1]), 0)
+    return out
+
+
+def _window(size, kernel, at: dict) -> dict:
     strides = pair(at.get("strides"), (1, 1))
     dil = pair(at.get("dilations"), (1, 1))
     pads = tuple(int(p) for p in at.get("pads", (0, 0, 0, 0)))
     auto = auto_pad(at)
     if auto in ("SAME_UPPER", "SAME_LOWER"):
-        pads = same_pads(x.shape[2:], kernel, strides, dil, upper=auto == "SAME_UPPER")
+        pads = same_pads(size, kernel, strides, dil, upper=auto == "SAME_UPPER")
     elif auto == "VALID":
         pads = (0, 0, 0, 0)
     return dict(kernel=tuple(int(k) for k in kernel), strides=strides, pads=pads, dilations=dil)
@@ -81,7 +96,25 @@ def _not_2d(imp, n, name: str, at: dict) -> bool:
     return True
 
 
+def _convert_conv1d(imp, n, name: str, at: dict) -> bool:
+    """A 1-D convolution (N, C, L) with a constant weight imports as the 2-D one with a (k, 1) window over
+    the (N, C, L, 1) view its tensors have on the accelerator (runtime.act_nchw): the same sums, so the 2-D
+    passes, the quantizer and the accelerator take it; its input and output stay 3-D."""
+    w = imp.graph.consts.get(n.input[1]) if len(n.input) > 1 else None
+    if len(imp.graph.tensors[n.input[0]].shape) != 3 or w is None or w.ndim != 3:
+        return False
+    weight = imp.fresh_name(f"{n.input[1]}.as_2d")
+    imp.set_const(weight, w[..., None], node=name, op="Conv")
+    x = imp.graph.tensors[n.input[0]]
+    attrs = _window((x.shape[2], 1), (w.shape[2], 1), _as_2d(at))
+    attrs["group"] = int(at.get("group", 1))
+    imp.emit("Conv", name, [n.input[0], weight, *n.input[2:3]], list(n.output)[:1], attrs)
+    return True
+
+
 def convert_conv(imp, n, name: str, at: dict, ins: list[str] | None = None, outs: list[str] | None = None) -> None:
+    if ins is None and _convert_conv1d(imp, n, name, at):
+        return
     if ins is None and _not_2d(imp, n, name, at):
         return
     ins = list(n.input) if ins is None else ins
@@ -100,11 +133,26 @@ def _infer_conv(node: Node, g: Graph) -> list[TensorInfo]:
         raise fail(node, f"input has {x.shape[1]} channels, weight expects {w.shape[1]} x {a['group']} groups")
     if w.shape[0] % a["group"]:
         raise fail(node, f"{w.shape[0]} output channels do not split into {a['group']} groups")
+    one_d = len(x.shape) == 3  # a 1-D convolution on the (N, C, L, 1) view (_convert_conv1d)
+    if one_d:
+        x = TensorInfo(x.shape + (1,), x.dtype)
     oh, ow = _spatial(node, x, w.shape[2:], a["strides"], a["pads"], a["dilations"])
     if "pool" in a:  # a fused max pool (passes.fusion)
         kernel, stride, pad = a["pool"]
         oh, ow = pool_out(oh, kernel, stride, pad, pad), pool_out(ow, kernel, stride, pad, pad)
-    return [TensorInfo((x.shape[0], w.shape[0], oh, ow), "float32")]
+    return [TensorInfo((x.shape[0], w.shape[0], oh) if one_d else (x.shape[0], w.shape[0], oh, ow), "float32")]
+
+
+def _on_nchw(run):
+    """A conv kernel run on the 4-D view of a 1-D convolution's 3-D tensors (_convert_conv1d)."""
+    def wrapped(node: Node, args: list, k) -> object:
+        if len(args[0].shape) != 3:
+            return run(node, args, k)
+        args = [args[0].reshape(tuple(args[0].shape) + (1,)), *args[1:3],
+                *[r.reshape(tuple(r.shape) + (1,)) for r in args[3:4]]]  # the fused residual, 3-D too
+        y = run(node, args, k)
+        return y.reshape(tuple(y.shape)[:3])
+    return wrapped
 
 
 def _run_conv(node: Node, args: list, k) -> object:
@@ -190,9 +238,9 @@ def _infer_gap(node: Node, g: Graph) -> list[TensorInfo]:
     return [TensorInfo(x.shape[:2] + (1, 1), x.dtype)]
 
 
-register(OpDef("Conv", _infer_conv, _run_conv, Precision.INT8, ("Conv",), convert_conv, (1, 11, 22),
+register(OpDef("Conv", _infer_conv, _on_nchw(_run_conv), Precision.INT8, ("Conv",), convert_conv, (1, 11, 22),
                int8_form=_weights_form, dtypes=FLOAT32, int8_op="QConv", int8_rule="weights"))
-register(OpDef("QConv", _infer_conv, _run_qconv, None))
+register(OpDef("QConv", _infer_conv, _on_nchw(_run_qconv), None))
 register(OpDef("MaxPool", _infer_pool, _run_maxpool, Precision.NEUTRAL, ("MaxPool",), _convert_pool,
                (1, 8, 10, 11, 12, 22), dtypes=FLOAT32_INT8))
 register(OpDef("AveragePool", _infer_pool, _run_avgpool, Precision.FLOAT, ("AveragePool",), _convert_pool,

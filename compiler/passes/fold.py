@@ -30,14 +30,16 @@ def _absorb(g: Graph, node: Node, nxt: Node) -> Node:
     return nxt
 
 
-def _channel_vector(g: Graph, name: str, channels: int) -> np.ndarray | None:
-    """A constant that broadcasts as one value per channel of an NCHW (or N,C) tensor, as a (C,) vector."""
+def _channel_vector(g: Graph, name: str, channels: int, rank: int) -> np.ndarray | None:
+    """A constant that broadcasts as one value per channel (axis 1) of a rank-`rank` tensor (NCHW, NCL or
+    NC), as a (C,) vector."""
     if name not in g.consts:
         return None
     v = g.consts[name].astype(np.float64)
     if v.size == 1:
         return np.full(channels, float(v.reshape(-1)[0]))
-    if v.ndim >= 1 and v.size == channels and v.shape[-3 if v.ndim >= 3 else -1] == channels:
+    axis = v.ndim - (rank - 1)  # the axis of v that meets axis 1 when numpy broadcasts it against the tensor
+    if axis >= 0 and v.size == channels and v.shape[axis] == channels:
         return v.reshape(-1)
     return None
 
@@ -95,7 +97,7 @@ def _fold_next_into_conv(g: Graph, users: dict[str, list[Node]], node: Node) -> 
         w, b = w * scale.reshape(wshape), (b - mean) * scale + beta
     elif nxt.op in ("Mul", "Add"):
         other = nxt.inputs[1] if nxt.inputs[0] == node.outputs[0] else nxt.inputs[0]
-        v = _channel_vector(g, other, o)
+        v = _channel_vector(g, other, o, len(g.tensors[node.outputs[0]].shape))
         if v is None or g.tensors[nxt.outputs[0]].shape != g.tensors[node.outputs[0]].shape:
             return None
         if nxt.op == "Mul":

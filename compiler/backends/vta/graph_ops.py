@@ -93,7 +93,7 @@ def is_depthwise(g: Graph, n: Node) -> bool:
     w = g.consts.get(n.inputs[1])
     x = g.tensors[n.inputs[0]].shape
     return (n.attrs["group"] > 1 and w is not None and w.shape[1] == 1 and w.shape[0] == n.attrs["group"]
-            and len(x) == 4 and x[1] == n.attrs["group"])
+            and len(x) in (3, 4) and x[1] == n.attrs["group"])  # 3-D: a 1-D one (ops/window.py)
 
 
 def _depthwise_args(g: Graph, n: Node, cfg: HwConfig) -> tuple[dict, np.ndarray | None]:
@@ -104,7 +104,7 @@ def _depthwise_args(g: Graph, n: Node, cfg: HwConfig) -> tuple[dict, np.ndarray 
     if isinstance(shift, tuple):
         shift, shift_vector = split_channel_shift(cfg, shift, n.name)
     bias = g.consts[n.inputs[2]] if len(n.inputs) > 2 and n.inputs[2] else None
-    return dict(x_shape=g.tensors[n.inputs[0]].shape, kernel=tuple(a["kernel"]), stride=a["strides"][0],
+    return dict(x_shape=act_nchw(g.tensors[n.inputs[0]].shape), kernel=tuple(a["kernel"]), stride=a["strides"][0],
                 pads=tuple(a["pads"]), bias=bias is not None, shift=shift,
                 clip=tuple(a["clip"]) if "clip" in a else None, channel_shift=shift_vector is not None,
                 pre_shift=a.get("pre_shift", 0) if "multiplier" in a else None, bias_gemm=bias_fits(cfg, bias),

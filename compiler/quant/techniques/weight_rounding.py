@@ -92,6 +92,8 @@ def patch_rows(n: Node, x: np.ndarray, w_shape: tuple[int, ...], groups: int) ->
     if n.op == "Dense":
         return x.reshape(-1, 1, w_shape[1])
     kh, kw = w_shape[2:]
+    if x.ndim == 3:  # a 1-D convolution, on its (N, C, L, 1) view (ops/window.py)
+        x = x[..., None]
     top, left, bottom, right = n.attrs["pads"]
     (sh, sw), (dh, dw) = n.attrs["strides"], n.attrs["dilations"]
     padded = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
