@@ -8,9 +8,11 @@ says how to install them.  The exported files are never edited.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -56,7 +58,7 @@ def cached_export(name: str, build: Callable[[], tuple[Any, tuple]]) -> Path:
     model, args = build()
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{name}-"))
     try:
-        with torch.no_grad():
+        with torch.no_grad(), contextlib.redirect_stdout(sys.stderr):  # its progress lines are not the table
             torch.onnx.export(model, args, str(tmp / "model.onnx"))
         for f in tmp.iterdir():
             if f.name != "model.onnx":
