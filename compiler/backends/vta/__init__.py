@@ -4,7 +4,7 @@
 parallelise it (as data; `templates` and `heuristics` pick defaults, `dispatch`
 takes tuned ones), `loopnest` is the IR a schedule yields (`affine`, `regions`
 describe its accesses), `lowering` holds the steps `codegen` runs in the order
-`lowering.LOWERING_STEPS` lists, `program` is the result as plain data and
+`lowering.lowering_steps()` lists, `program` is the result as plain data and
 `runtime` runs it on any registered Device.  `ops` are the user-facing
 operators, `reference` their numpy definitions, `layers` the reference layer
 tables (ResNet-18's C1-C11) and `layer_runs` runs one of them on a device,

@@ -1,9 +1,11 @@
 """Lowering driver: (operator, schedule) -> a relocatable instruction stream.
 
-Walks the loop nest's statements in program order and runs the lowering steps
-on each, in the order `vtakit.compiler.backends.vta.lowering.LOWERING_STEPS` lists: DMA
-planning for transfers, tensorize + micro-op folding for compute, the resident
-micro-op cache, then dependency tokens over the whole stream.  DRAM
+Walks the loop nest's statements in program order: DMA planning for transfers,
+tensorize + micro-op folding for compute, the resident micro-op cache.  Around
+and inside the walk it runs the registered lowering steps of each phase
+(`lowering/steps.py`): BEFORE it (the intrinsic match, the on-chip allocation),
+on every intrinsic call (CALL), and AFTER it on the whole stream (the micro-op
+preload, then the dependency tokens); `lowering.lowering_steps()` lists the order.  DRAM
 addresses are relative to each tensor; `CompiledOp.link` adds the tensors' base
 addresses once they are placed in a device's memory.
 """
@@ -17,14 +19,15 @@ import numpy as np
 from vtakit.errors import CompileError
 from vtakit.compiler.backends.vta.loopnest import LoopNest, walk
 from vtakit.compiler.backends.vta.lowering.dma import Transfer
-from vtakit.compiler.backends.vta.lowering import IDENTITY, ONES, POOL_CARRY, POOL_OUT, POOL_ROWS, Fill, Folded, IntrinsicCall, Record, UopCache, after_pool, allocate, added_call, bias_call, compute_call, direct_operands, fold, halo_rows, insert_tokens, match, moved_calls, moves_int8, plan_transfers, pool_calls, pool_tile, pooled_shape, post_calls, stage_name, tile_calls, tile_op, tile_order_reason, tiles_in_place
+from vtakit.compiler.backends.vta.lowering import IDENTITY, ONES, POOL_CARRY, POOL_OUT, POOL_ROWS, Fill, Folded, IntrinsicCall, Phase, Record, UopCache, after_pool, added_call, bias_call, compute_call, direct_operands, fold, halo_rows, moved_calls, moves_int8, plan_transfers, pool_calls, pool_tile, pooled_shape, post_calls, stage_name, steps, tile_calls, tile_op, tile_order_reason, tiles_in_place
+from vtakit.compiler.backends.vta.lowering.capacity import Allocation
 from vtakit.compiler.backends.vta.program import Program, TensorSpec, link_words
 from vtakit.compiler.backends.vta.regions import Region, region_of
 from vtakit.compiler.backends.vta.te import ComputeDef
 from vtakit.isa.config import HwConfig
 from vtakit.isa.encoding import encode_program, encode_uops, words_from_bytes
 from vtakit.isa.insn import Alu, Gemm, Insn, Load, Store
-from vtakit.isa.fields import alu_layout, gemm_layout, mem_layout
+from vtakit.isa.fields import alu_layout, gemm_layout
 from vtakit.isa.opcodes import AluOp, MemId
 
 _OUT_PLANE_SHIFT = 8
@@ -66,12 +69,14 @@ class CompiledOp:
 
 class _Lowering:
     def __init__(self, nest: LoopNest, cfg: HwConfig):
-        match(nest)
         self.nest, self.cfg = nest, cfg
         self.compute = nest.compute
         self.stmts = walk(nest)
-        self.alloc = allocate(nest, cfg, self.stmts)
         self.uops = UopCache(cfg.uop_depth)
+        self.alloc: Allocation  # set by capacity.allocate, a BEFORE step
+        for step in steps(Phase.BEFORE):  # lowering/steps.py: the intrinsic match, the on-chip allocation
+            step.run(self)
+        self.call_steps = steps(Phase.CALL)
         self.records: list[Record] = []
         self.access = {a.tensor.name: a for a in self.compute.accesses()}
         self.resident: dict[tuple[str, int], Region] = {}
@@ -98,6 +103,8 @@ class _Lowering:
         return owner, self._copy(owner, thread)
 
     def _loop_insn(self, call: IntrinsicCall, reads=frozenset(), writes=frozenset()) -> None:
+        for step in self.call_steps:  # the CALL steps (lowering/steps.py), then the folding
+            call = step.run(self, call)
         self._emit_folded(fold(call), call.kind, call.op, call.imm, reads, writes)
 
     def _emit_folded(self, f: Folded, kind: str, op, imm, reads, writes) -> None:
@@ -209,19 +216,10 @@ class _Lowering:
                 self._compute(box, s.thread)
             else:
                 self._out_end(box, s.thread)
-        return insert_tokens(self._preload_uops(self.records), self.cfg.token_queue_depth)
-
-    def _preload_uops(self, records: list[Record]) -> list[Record]:
-        """Every micro-op kernel in one LOAD at the start, when none was evicted (each then sits on chip at
-        its DRAM offset).  A kernel loaded where it is first used waits for the memory port, which a weight
-        DMA holds for thousands of cycles; loaded first, the whole table costs one short transfer."""
-        total = self.uops.table_size
-        if self.uops.evicted or total > mem_layout(self.cfg)["x_size"].max:
-            return records
-        kept = [r for r in records if not (isinstance(r.insn, Load) and r.insn.mem == MemId.UOP)]
-        if len(kept) == len(records):
-            return records
-        return [Record(Load(MemId.UOP, 0, 0, 1, total, total), reloc="uops")] + kept
+        records = self.records
+        for step in steps(Phase.AFTER):  # lowering/steps.py: the micro-op preload, the dependency tokens
+            records = step.run(self, records)
+        return records
 
     def _view(self, thread: int) -> tuple[dict, dict]:
         regions, bases = {}, {}

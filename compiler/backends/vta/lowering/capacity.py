@@ -16,6 +16,7 @@ from vtakit.compiler.backends.vta.loopnest import LoopNest, Stmt
 from vtakit.compiler.backends.vta.lowering.bias import ONES
 from vtakit.compiler.backends.vta.lowering.move import IDENTITY, direct_operands, moved_tensors, stage_name
 from vtakit.compiler.backends.vta.lowering.pool import POOL_OUT, pool_footprints
+from vtakit.compiler.backends.vta.lowering.steps import LoweringState, LoweringStep, Phase, register_step
 from vtakit.compiler.backends.vta.regions import region_of
 from vtakit.isa.config import HwConfig
 from vtakit.isa.opcodes import MemId
@@ -86,3 +87,12 @@ def allocate(nest: LoopNest, cfg: HwConfig, stmts: list[Stmt]) -> Allocation:
                                f"it holds {depth} (config {cfg.label}); use smaller tiles or fewer "
                                f"virtual threads", op=compute.name)
     return Allocation(footprint, copies, base, used)
+
+
+def allocate_step(lowering: LoweringState) -> None:
+    """BEFORE the walk: the on-chip slots the walk addresses (`lowering.alloc`)."""
+    lowering.alloc = allocate(lowering.nest, lowering.cfg, lowering.stmts)
+
+
+register_step(LoweringStep("capacity.allocate", Phase.BEFORE, allocate_step, order=20,
+                           doc="on-chip buffer slots for every tensor and virtual thread, checked against sizes"))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from vtakit.errors import CompileError
 from vtakit.compiler.backends.vta.affine import Affine
 from vtakit.compiler.backends.vta.loopnest import LoopNest
+from vtakit.compiler.backends.vta.lowering.steps import LoweringState, LoweringStep, Phase, register_step
 from vtakit.compiler.backends.vta.regions import Region, substitute_box
 from vtakit.compiler.backends.vta.te import Access
 from vtakit.isa.opcodes import AluOp, MemId
@@ -120,3 +121,12 @@ def tile_calls(nest: LoopNest, out_box: dict[str, tuple[int, int]], regions: dic
             src = _address(step.operand, regions[name], bases[name], out_box, inner)
             calls.append(IntrinsicCall("alu", loops, dst, src=src, op=step.op))
     return calls
+
+
+def match_step(lowering: LoweringState) -> None:
+    """BEFORE the walk: the operator is refused unless its compute fits its intrinsic."""
+    match(lowering.nest)
+
+
+register_step(LoweringStep("tensorize.match", Phase.BEFORE, match_step, order=10,
+                           doc="the compute matches the GEMM / ALU intrinsics, or the operator is refused"))

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from vtakit.errors import CompileError
 from vtakit.isa.insn import Finish, Insn
 from vtakit.isa.opcodes import Module
+from vtakit.compiler.backends.vta.lowering.steps import LoweringState, LoweringStep, Phase, register_step
 
 Slot = tuple[str, int]
 
@@ -105,3 +106,12 @@ def _check_in_flight(records: list[Record], depth: int) -> None:
                         f"instruction {i} ({rec.insn.mnemonic}) would have {in_flight[key]} tokens in flight "
                         f"from the {Module(m).label} to the {Module(other).label} module, more than the "
                         f"{depth} the queue holds: the program could deadlock")
+
+
+def tokens_step(lowering: LoweringState, records: list[Record]) -> list[Record]:
+    """AFTER the walk, last: the dependency tokens (and FINISH) for the configuration's token queues."""
+    return insert_tokens(records, lowering.cfg.token_queue_depth)
+
+
+register_step(LoweringStep("tokens.insert_tokens", Phase.AFTER, tokens_step, order=100,
+                           doc="dependency tokens between load, compute and store, then FINISH"))

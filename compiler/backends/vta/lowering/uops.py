@@ -18,8 +18,12 @@ import numpy as np
 
 from vtakit.errors import CompileError
 from vtakit.compiler.backends.vta.affine import Affine
+from vtakit.compiler.backends.vta.lowering.steps import LoweringState, LoweringStep, Phase, register_step
 from vtakit.compiler.backends.vta.lowering.tensorize import IntrinsicCall
-from vtakit.isa.fields import LOOP_ITER_BITS
+from vtakit.compiler.backends.vta.lowering.tokens import Record
+from vtakit.isa.fields import LOOP_ITER_BITS, mem_layout
+from vtakit.isa.insn import Load
+from vtakit.isa.opcodes import MemId
 
 MAX_ITER = (1 << LOOP_ITER_BITS) - 1
 
@@ -123,3 +127,20 @@ class UopCache:
     def dram_table(self) -> np.ndarray:
         """All distinct kernels, concatenated: an (n, 3) table of dst, src, wgt."""
         return np.concatenate(self.words) if self.words else np.zeros((0, 3), dtype=np.int64)
+
+
+def preload(lowering: LoweringState, records: list[Record]) -> list[Record]:
+    """AFTER the walk: every micro-op kernel in one LOAD at the start, when none was evicted (each then sits
+    on chip at its DRAM offset).  A kernel loaded where it is first used waits for the memory port, which a
+    weight DMA holds for thousands of cycles; loaded first, the whole table costs one short transfer."""
+    total = lowering.uops.table_size
+    if lowering.uops.evicted or total > mem_layout(lowering.cfg)["x_size"].max:
+        return records
+    kept = [r for r in records if not (isinstance(r.insn, Load) and r.insn.mem == MemId.UOP)]
+    if len(kept) == len(records):
+        return records
+    return [Record(Load(MemId.UOP, 0, 0, 1, total, total), reloc="uops")] + kept
+
+
+register_step(LoweringStep("uops.preload", Phase.AFTER, preload, order=10,
+                           doc="every micro-op kernel in one load at the start, when none was evicted"))

@@ -1,4 +1,4 @@
-"""Micro-op kernels load once, in one transfer at the start (codegen._preload_uops), when none is evicted.
+"""Micro-op kernels load once, in one transfer at the start (lowering.uops.preload), when none is evicted.
 
 Loaded where each kernel is first used, a micro-op LOAD waits for the memory port, which a weight DMA
 holds for thousands of cycles; ResNet-18's C10 lost 1.9 k of 43.9 k cycles to that."""
