@@ -42,6 +42,7 @@ class RecipeSearch:
     evaluated: int  # recipes quantized and run (a recipe met again is not)
     failed: dict[str, str]  # recipe label -> the CompileError it met (such a recipe is never chosen)
     seconds: float
+    output_errors: dict[str, float] = field(default_factory=dict)  # the chosen recipe's error, output by output
 
 
 @dataclass(frozen=True)

@@ -68,14 +68,33 @@ class KeepFloatResult:
     seconds: float
 
 
+def _relative_error(want: np.ndarray, got: np.ndarray) -> float:
+    """The relative squared error of one output, each channel (axis 1 of an output of rank 3 or more: a
+    detector's box coordinates and class scores, a segmenter's classes) normalised by its own energy and the
+    channels averaged, so a channel of large values does not decide for the small ones.  A channel whose float
+    values are all zero is measured against the output's mean channel energy."""
+    want, got = np.asarray(want, np.float64), np.asarray(got, np.float64)
+    if want.ndim < 3 or want.shape[1] <= 1:
+        signal, noise = float(np.sum(np.square(want))), float(np.sum(np.square(got - want)))
+        return noise / signal if signal > 0 else noise
+    axes = tuple(a for a in range(want.ndim) if a != 1)
+    signal = np.sum(np.square(want), axis=axes)
+    noise = np.sum(np.square(got - want), axis=axes)
+    mean_signal = float(np.mean(signal))
+    if mean_signal == 0:
+        return float(np.sum(noise))
+    return float(np.mean(noise / np.where(signal > 0, signal, mean_signal)))
+
+
 def sample_errors(want: list[dict[str, np.ndarray]], got: list[dict[str, np.ndarray]]) -> np.ndarray:
-    """Per sample, the relative squared error of all outputs together."""
-    errs = []
-    for w, g in zip(want, got):
-        noise = sum(float(np.sum(np.square(np.asarray(g[o], np.float64) - w[o]))) for o in w)
-        signal = sum(float(np.sum(np.square(np.asarray(w[o], np.float64)))) for o in w)
-        errs.append(noise / signal if signal > 0 else noise)
-    return np.array(errs)
+    """Per sample, the relative squared error of the outputs, each output (and each channel of one) normalised
+    by its own energy and the outputs averaged (`_relative_error`): every output counts alike."""
+    return np.array([np.mean([_relative_error(w[o], g[o]) for o in w]) for w, g in zip(want, got)])
+
+
+def output_errors(want: list[dict[str, np.ndarray]], got: list[dict[str, np.ndarray]]) -> dict[str, float]:
+    """Each output's relative squared error (`_relative_error`), the mean over the samples."""
+    return {o: float(np.mean([_relative_error(w[o], g[o]) for w, g in zip(want, got)])) for o in want[0]} if want else {}
 
 
 def output_error(want: list[dict[str, np.ndarray]], got: list[dict[str, np.ndarray]]) -> float:

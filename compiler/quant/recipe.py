@@ -53,8 +53,16 @@ def recipe_lines(notes: QuantNotes) -> list[str]:
     lines = [f"quantization recipe (auto, {r.evaluated} tried in {r.seconds:.1f} s): {what}; "
              f"calibration-sample output cosine {r.cosine_before:.4f} -> {r.cosine_after:.4f} "
              f"({chosen.label()})"]
+    if r.output_errors:
+        shown = list(r.output_errors.items())[:OUTPUTS_SHOWN]
+        lines.append("  output error (relative squared, per channel): " + ", ".join(f"{o} {e:.2e}" for o, e in shown)
+                     + (f", ... {len(r.output_errors) - OUTPUTS_SHOWN} more" if len(r.output_errors) > OUTPUTS_SHOWN else ""))
     lines += [f"  not taken, it does not compile here: {label}: {why}" for label, why in r.failed.items()]
     return lines
+
+
+OUTPUTS_SHOWN = 8
+"""How many outputs' errors a compile prints (a detector has a few; a model may have hundreds)."""
 
 
 def recipe_table(notes: QuantNotes | None) -> TextTable | None:

@@ -5,7 +5,8 @@ method (max, percentile, mse), the wide residual pair (wide_residual.py) and GPT
 (weight_rounding.py).  No fixed setting is best for every network, so, as AIMET's AutoQuant does, the
 compiler tries them on the network it compiles: each candidate recipe is the whole int8 graph
 (`int8.float_and_int8`), run on the host interpreter (the accelerator's bits) over the calibration
-samples, and judged against the float graph's outputs by the relative squared error
+samples, and judged against the float graph's outputs by the relative squared error, each output (and each
+channel of a detector's or segmenter's output) normalised by its own energy so that all count alike
 (`exponent_search.sample_errors`).
 
 The search is a coordinate descent from `FALLBACK`: each pass tries every other value of every auto
@@ -30,7 +31,8 @@ import numpy as np
 
 from vtakit.compiler.module.notes import QuantNotes, RecipeSearch
 from vtakit.compiler.options import (RECIPE_KNOBS, CalibrationMethod, Choice, QuantOptions, RequantMode, WeightRoundingMode, WideResidualMode)
-from vtakit.compiler.quant.exponent_search import AGREEMENT, Progress, float_outputs, output_cosine, sample_errors
+from vtakit.compiler.quant.exponent_search import (AGREEMENT, Progress, float_outputs, output_cosine, output_errors,
+                                                   sample_errors)
 from vtakit.compiler.ops.execute import run_graph
 from vtakit.compiler.ir import Graph
 from vtakit.compiler.quant.quantize import precision_plan
@@ -108,6 +110,7 @@ def float_and_int8_auto(g: Graph, cfg: HwConfig, calibrate, options: QuantOption
     t0 = time.perf_counter()
     want = float_outputs(g, samples)
     tried: dict[Recipe, tuple[np.ndarray, float]] = {}  # recipe -> (per-sample errors, mean output cosine)
+    per_output: dict[Recipe, dict[str, float]] = {}  # recipe -> each output's error (exponent_search.output_errors)
     results: dict[Recipe, tuple[Graph, Graph, QuantNotes]] = {}  # the recipes still in the running
 
     failed: dict[str, str] = {}  # recipe label -> the one error line a trial recipe compiled to
@@ -126,6 +129,7 @@ def float_and_int8_auto(g: Graph, cfg: HwConfig, calibrate, options: QuantOption
                 return tried[recipe][0]
             got = [run_graph(result[1], dict(s)) for s in samples]
             tried[recipe], results[recipe] = (sample_errors(want, got), output_cosine(want, got)), result
+            per_output[recipe] = output_errors(want, got)
         return tried[recipe][0]
 
     current, log = start, []
@@ -158,5 +162,5 @@ def float_and_int8_auto(g: Graph, cfg: HwConfig, calibrate, options: QuantOption
         fg, q, notes = results[current] if current in results else quantized(current)
     search = RecipeSearch(current.options(), start.options(), searched, float(np.mean(tried[start][0])),
                           float(np.mean(errors)), tried[start][1], cosine, tuple(log), len(tried), failed,
-                          time.perf_counter() - t0)
+                          time.perf_counter() - t0, per_output.get(current, {}))
     return fg, q, replace(notes, recipe=search)
