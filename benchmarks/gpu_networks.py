@@ -166,11 +166,18 @@ def ort_int8_model(model: onnx.ModelProto, samples: list[np.ndarray]) -> onnx.Mo
 
 
 # -- ours --------------------------------------------------------------------------------------------
+SHAPE_OPS = {"Reshape", "Expand", "Tile", "ConstantOfShape", "Slice", "Split", "Resize", "Upsample"}
+"""Ops whose constant operands may name the batch: `rebatched` refuses graphs that hold one."""
+
+
 def rebatched(module, batch: int):
     """A shallow copy of an int8 module whose graph takes `batch` images: every non-constant tensor's
     leading 1 becomes `batch`.  The host kernels read shapes from their operands, so for networks whose
     activations all lead with the batch (these CNNs) the arithmetic per image is unchanged (checked by
-    the caller against single-image runs)."""
+    the caller against single-image runs).  A graph with an op that carries a shape (Reshape, ...) is refused."""
+    carriers = sorted({n.op for n in module.graph.nodes} & SHAPE_OPS)
+    if carriers:
+        raise ValueError(f"cannot rebatch a graph with {', '.join(carriers)}: its shapes name the batch")
     graph = copy.copy(module.graph)
     graph.tensors = {name: (replace(info, shape=(batch, *info.shape[1:]))
                             if name not in graph.consts and info.shape[:1] == (1,) else info)
