@@ -17,8 +17,12 @@ __version__ = "0.1.0"
 
 
 def compile(model, config=DEFAULT_PRESET, options: CompileOptions | None = None, *, calibrate=None,
-            tuning_log=None, **keywords):
+            tuning_log=None, example_inputs=None, **keywords):
     """Compile an ONNX model (path, bytes or onnx.ModelProto) into a module that `.run(inputs)`.
+
+    A torch.nn.Module is exported first by torch's default `torch.onnx.export` with `example_inputs`
+    (the forward's arguments: an array or tensor, or a tuple of them), as a user would export it; its
+    inputs keep the forward's parameter names.
 
     calibrate: a list of samples, each an array for a single-input model or a dict by input name
     (None calibrates on seeded random inputs).  tuning_log: a `vtakit tune` log (or a list of them)
@@ -30,9 +34,15 @@ def compile(model, config=DEFAULT_PRESET, options: CompileOptions | None = None,
     (see vtakit.compiler.pipeline.compile_module)."""
     # Imported here so that `import vtakit` (and so `vtakit --help`) stays light: the compiler loads on
     # the first compile.
+    from vtakit.compiler.frontend.torch_module import exported, is_torch_module  # lazy: import cost, see above
     from vtakit.compiler.pipeline import compile_module  # lazy: import cost, see above
     from vtakit.scheduling.log import tuning_context  # lazy: import cost, see above
 
+    if is_torch_module(model):
+        with exported(model, example_inputs) as path, tuning_context(tuning_log):
+            return compile_module(path, config, options, calibrate=calibrate, **keywords)
+    if example_inputs is not None:
+        raise CompileError("example_inputs are for a torch.nn.Module; an ONNX model declares its inputs")
     with tuning_context(tuning_log):
         return compile_module(model, config, options, calibrate=calibrate, **keywords)
 
