@@ -55,7 +55,7 @@ from the registry (`ops/`, each `OpDef.precision`): precision-neutral ops move o
 relu/clip's bounds, max pooling) and commute with power-of-two rounding, int8-capable ones are the
 arithmetic the accelerator exists for (conv, dense, same-shape add), float-only ones have no int8 form
 (softmax, averaging, a free-standing Mul, batch norm, QDQ arithmetic and every generic op).
-`quantize.precision_plan` reads it through `ops.precision_of`; `Constant` is absent: it becomes a
+`quant.precision.precision_plan` reads it through `ops.precision_of`; `Constant` is absent: it becomes a
 constant, not a node."""
 FOLD_LIMIT = 1 << 27  # never materialise a folded constant bigger than this many elements at import
 

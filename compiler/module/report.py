@@ -4,7 +4,7 @@ The roofline places each accelerator task by arithmetic intensity (operations
 per DRAM byte it moved) against the configuration's two roofs: peak compute
 (2 x batch x block_in x block_out ops per cycle) and memory bandwidth (bus bytes
 per cycle), both at the configured clock.  Each graph output is listed as float
-or dequantized int8/int32 (quantize.py's precision rule decides which), so a
+or dequantized int8/int32 (quant/precision.py's rule decides which), so a
 user sees whether its values sit on a power-of-two grid.
 """
 

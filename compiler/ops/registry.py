@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class Precision(str, Enum):
-    """How an op relates to int8 (`quantize.precision_plan` applies the rule)."""
+    """How an op relates to int8 (`quant.precision.precision_plan` applies the rule)."""
 
     NEUTRAL = "precision-neutral"  # moves or selects values: runs in the precision of its input
     INT8 = "int8-capable"  # computes in int8 (on the accelerator or a host int8 kernel) when its form allows

@@ -25,13 +25,13 @@ max, percentile and mse on the network's outputs (recipe_search.py).  Alone, wit
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from vtakit.compiler.options import CalibrationMethod
-from vtakit.compiler.quant.quantize import EXP_RANGE, Calibration, candidate_exponents, ideal_exponent
+from vtakit.compiler.quant.quantize import (EXP_RANGE, INT8_REACH, Calibration, candidate_exponents, check_reach,
+                                           finite_or_inf, ideal_exponent)
 from vtakit.compiler.quant.quantize import calibrate as observe_graph
 
 HISTOGRAM_METHODS = (CalibrationMethod.PERCENTILE, CalibrationMethod.KL)  # the methods that read `MethodCalibration.hist`
@@ -152,12 +152,10 @@ class MethodCalibration(Calibration):
         if self.method == "mse":
             super().observe(name, value)
         else:
-            amax = float(np.abs(value).max())  # the method, not np.max: this runs once per tensor and sample
-            if not math.isfinite(amax):
-                ideal_exponent(amax)  # the error Calibration.observe gives for a non-finite value
+            amax = finite_or_inf(float(np.abs(value).max()))  # the method, not np.max: once per tensor and sample
             self.amax[name] = max(self.amax.get(name, 0.0), amax)
-        if self.method not in HISTOGRAM_METHODS:
-            return
+        if self.method not in HISTOGRAM_METHODS or not self.amax[name] <= INT8_REACH:
+            return  # a mask's range is never a histogram (quantize.unrepresentable keeps it float)
         h = self.hist.get(name)
         if h is None:
             h = self.hist[name] = Histogram(ideal_exponent(float(np.max(np.abs(value)))) - 2)
@@ -175,6 +173,7 @@ class MethodCalibration(Calibration):
     def local_exponent(self, name: str) -> int:
         """The exponent `method` chooses from this tensor's own samples ("search" starts from "max")."""
         amax = self.amax[name]
+        check_reach(name, amax)
         if self.method == "mse" or amax <= 0:
             return super().exponent(name)
         if self.method in ("max", "search"):

@@ -32,7 +32,8 @@ from vtakit.compiler.quant.calibration import MethodCalibration
 from vtakit.compiler.ops.execute import check_feeds, run_graph, run_node
 from vtakit.compiler.ir import Graph, Node
 from vtakit.compiler.ops import int8_rule
-from vtakit.compiler.quant.quantize import exponent_groups, keep_nodes_float, precision_plan, quantize
+from vtakit.compiler.quant.precision import keep_nodes_float, precision_plan
+from vtakit.compiler.quant.quantize import exponent_groups, quantize
 
 Progress = Callable[[str, int, int], None]
 """progress(phase, done, total): called before each step of a search."""
@@ -248,7 +249,7 @@ def keep_float_until(g: Graph, cal: MethodCalibration, samples: list[dict[str, n
     """Keep the layers (conv, dense, add computing in int8) whose float version lowers the output
     error most, one at a time, until the mean output cosine on `samples` reaches `target` or
     `max_nodes` are kept.  Nodes `g` already marks keep_float stay so; `uncorrected`: the graph
-    before bias correction, whose biases kept nodes take (`quantize.keep_nodes_float`)."""
+    before bias correction, whose biases kept nodes take (`precision.keep_nodes_float`)."""
     check_target(target)
     t0 = time.perf_counter()
     cache = {} if weight_cache is None else weight_cache

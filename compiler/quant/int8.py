@@ -27,7 +27,9 @@ from vtakit.compiler.quant.techniques import catalog  # noqa: F401  (every techn
 from vtakit.compiler.quant.techniques.registry import WeightState, float_stage, mark_notes, weights_key, weights_stage
 from vtakit.compiler.quant.exponent_search import Progress, check_target, float_outputs, search_exponents
 from vtakit.compiler.quant.exponent_search import keep_float_until as keep_float_until_met
-from vtakit.compiler.quant.quantize import (POW2_NODES_NOTE, REQUANT_NOTE, Calibration, graph_roundtrip, keep_nodes_float, quantize, weight_exponents, weight_roundtrip)
+from vtakit.compiler.quant.precision import keep_nodes_float, keep_out_of_reach
+from vtakit.compiler.quant.quantize import (POW2_NODES_NOTE, REQUANT_NOTE, Calibration, graph_roundtrip, quantize,
+                                           unrepresentable, weight_exponents, weight_roundtrip)
 from vtakit.compiler.quant import qdq
 from vtakit.compiler.quant.qdq import QdqScales
 from vtakit.compiler.ops import int8_rule
@@ -124,6 +126,7 @@ def float_and_int8(g: Graph, calibrate, options: QuantOptions | None = None, *, 
         scales = QdqScales(notes=[*scales.notes, f"equalize {equalize}: the model's scales are not used"])
     cal.fixed.update(scales.act)  # the model's activation scales replace calibration for their tensors
     marked, cache = keep_nodes_float(g, opts.keep_float, uncorrected), {}
+    marked = keep_out_of_reach(marked, unrepresentable(cal.amax) - set(cal.fixed))
     cache.update(prepared.seeds)
     marked.notes[REQUANT_NOTE] = requant.value
     pow2_nodes, float_nodes = qdq.seed_weight_cache(marked, scales, cache,

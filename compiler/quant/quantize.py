@@ -1,27 +1,6 @@
 """int8 quantization with power-of-two scales, calibrated on sample inputs.
 
-Where a tensor becomes int8 (the precision rule).  Every op declares a class in
-its registry definition (`ops/`; `ops.precision_of` reads it live, `onnx_import.PRECISION` tables it): int8-capable (Conv, Dense, same-shape Add),
-precision-neutral (Identity, Flatten, Reshape, Transpose, Squeeze/Unsqueeze,
-Dropout, Concat, Pad, Relu, Clip, MaxPool) or float-only (Softmax, average
-pooling, Mul, ...).  `precision_plan` applies it:
-
-- an int8-capable op whose form allows it (constant weights, same-shape add)
-  computes in int8, and only there are float tensors quantized: a tensor is
-  quantized only where an int8 consumer needs it;
-- a precision-neutral op takes the precision of its input: int8 when every
-  input is int8, else float (int8 inputs beside a float one are dequantized,
-  which is exact; a float input is never quantized for it).  One case moves a
-  Quantize without adding one: when every reader of its output computes in
-  int8 and it is no graph output, the Quantize those readers need anyway goes
-  above it, so it runs on int8 (on the accelerator, for relu and max pooling);
-- a float-only op runs in float, reading int8 tensors through a Dequantize;
-- a conv/dense with no fused activation and no reader that computes in int8
-  keeps its int32 accumulator, dequantized exactly.
-
-So no Quantize -> Dequantize round trip appears between float ops, and a graph
-output reached through precision-neutral ops from a float op is float; one
-reached from an int8 op is that op's dequantized int8 (or int32) value.
+Where a tensor becomes int8 is the precision rule (`precision.py`).
 
 Every int8 tensor t stores round(value * 2**e_t).  Power-of-two scales make
 requantization an arithmetic shift and a clip, which the accelerator's ALU does
@@ -58,7 +37,8 @@ from vtakit.compiler.quant.techniques.channel_scales import channel_attr, fit_bi
 from vtakit.compiler.quant.techniques import fixed_point
 from vtakit.compiler.ops.execute import check_feeds, run_graph
 from vtakit.compiler.ir import Graph, Node, TensorInfo
-from vtakit.compiler.ops import Precision, int8_rule, keeps_scale, op_def, precision_of
+from vtakit.compiler.ops import int8_rule, keeps_scale, op_def
+from vtakit.compiler.quant.precision import precision_plan
 from vtakit.compiler.passes.simplify import eliminate_dead_code
 from vtakit.compiler.quant.techniques.weight_rounding import ROUNDED_KEY
 from vtakit.compiler.quant.techniques.wide_residual import reader_output, wide_pairs, widen
@@ -84,8 +64,10 @@ class Calibration:
     fixed: dict[str, int] = field(default_factory=dict)  # tensor -> exponent a QDQ model gives (qdq.py)
 
     def observe(self, name: str, value: np.ndarray) -> None:
-        amax = float(np.max(np.abs(value)))
+        amax = finite_or_inf(float(np.max(np.abs(value))))
         self.amax[name] = max(self.amax.get(name, 0.0), amax)
+        if amax > INT8_REACH:  # an additive mask's -1e9 or -inf: no exponent holds it (`unrepresentable`)
+            return
         errors = {e: quantization_error(value, e) for e in candidate_exponents(amax)}
         if name in self.sse:  # keep the exponents every sample could judge
             errors = {e: self.sse[name][e] + err for e, err in errors.items() if e in self.sse[name]}
@@ -96,6 +78,7 @@ class Calibration:
         rare largest values often buys a bit of resolution for all the others)."""
         if name in self.fixed:
             return self.fixed[name]
+        check_reach(name, self.amax[name])
         errors = self.sse.get(name)
         if not errors:
             return ideal_exponent(self.amax[name])
@@ -139,6 +122,29 @@ def calibrate(graph: Graph, samples: list[dict[str, np.ndarray]], cal: Calibrati
     return cal
 
 
+INT8_REACH = 127.0 * 2.0 ** -EXP_RANGE[0]
+"""The largest |value| an int8 tensor holds at the coarsest exponent; a tensor beyond it (an additive attention
+mask of -1e9, finfo.min or -inf) stays float (`unrepresentable`)."""
+
+
+def finite_or_inf(amax: float) -> float:
+    """A largest |value| as calibration keeps it: NaN counts as infinite (max() would drop a NaN)."""
+    return amax if math.isfinite(amax) else math.inf
+
+
+def unrepresentable(amax: dict[str, float]) -> set[str]:
+    """The calibrated tensors no int8 exponent can hold: non-finite, or beyond `INT8_REACH`."""
+    return {t for t, a in amax.items() if not a <= INT8_REACH}
+
+
+def check_reach(name: str, amax: float) -> None:
+    """One error naming the tensor when int8 is asked of one `unrepresentable` holds (the quantizer keeps its
+    readers and its producer float, so only a model whose int8 is fixed, a QDQ one, can get here)."""
+    if not amax <= INT8_REACH:
+        raise CompileError(f"tensor {name!r} reaches {amax:g} on the calibration samples, beyond any int8 scale "
+                           f"(an additive mask?): keep the nodes that read it in float (keep_float)")
+
+
 def ideal_exponent(amax: float) -> int:
     """The finest e with amax * 2**e <= 127."""
     if not np.isfinite(amax):
@@ -158,81 +164,6 @@ def quantization_error(value: np.ndarray, e: int) -> float:
     scale = np.float32(2.0 ** e)
     q = np.clip(np.rint(value * scale), -128, 127)
     return float(np.sum(np.square(q / scale - value), dtype=np.float64))
-
-
-def keep_nodes_float(g: Graph, names, uncorrected: Graph | None = None) -> Graph:
-    """Mark nodes that must stay float on the host (`keep_float`); unknown names are an error.
-
-    `uncorrected`: the graph before bias correction; a kept node takes its bias back from there
-    (the correction offsets int8 weight error, which a float node does not have)."""
-    names = tuple(names or ())
-    if not names:
-        return g
-    known = {n.name for n in g.nodes}
-    missing = [n for n in names if n not in known]
-    if missing:
-        raise CompileError(f"keep_float names no node of the optimized graph: {', '.join(missing[:4])}")
-    g = g.copy()
-    before = {n.name: n for n in uncorrected.nodes} if uncorrected is not None else {}
-    for n in g.nodes:
-        if n.name in names:
-            n.attrs["keep_float"] = True
-            o = before.get(n.name)
-            if o is not None and o.op == n.op and o.inputs[:2] == n.inputs[:2] and o.inputs[2:] != n.inputs[2:]:
-                n.inputs = list(o.inputs)
-                for t in o.inputs[2:]:
-                    if t in uncorrected.consts:
-                        g.consts[t], g.tensors[t] = uncorrected.consts[t], uncorrected.tensors[t]
-    return g
-
-
-def _int8_form(g: Graph, n: Node) -> bool:
-    """Whether the node could run on int8 data here: its registry definition's rule (`OpDef.int8_form`),
-    by default a precision-neutral op reading only activations."""
-    if n.attrs.get("keep_float"):  # compile_module(keep_float=...): the user keeps it on the host in float
-        return False
-    d = op_def(n.op, n)
-    if d.int8_form is not None:
-        return d.int8_form(g, n)
-    return precision_of(n.op) is Precision.NEUTRAL and all(not g.is_const(i) for i in n.inputs if i)
-
-
-@dataclass(frozen=True)
-class PrecisionPlan:
-    """The precision rule applied to one graph (see the module docstring)."""
-
-    int8: frozenset[str]  # nodes that compute in int8
-    wide: frozenset[str]  # conv/dense nodes among them that keep their int32 accumulator
-
-
-def precision_plan(g: Graph) -> PrecisionPlan:
-    """Which nodes compute in int8: int8-capable ops with an int8 form, and precision-neutral ops
-    whose inputs are all int8 or whose readers all compute in int8 (never a graph output)."""
-    users = g.consumers()
-    form = {n.name: _int8_form(g, n) for n in g.nodes}
-    needs: dict[str, bool] = {}  # node -> it reads its activations as int8, whatever their producer
-    for n in reversed(g.nodes):
-        if not form[n.name]:
-            needs[n.name] = False
-        elif precision_of(n.op) is Precision.INT8:
-            needs[n.name] = True
-        else:
-            readers = users.get(n.outputs[0], [])
-            needs[n.name] = bool(readers) and n.outputs[0] not in g.outputs and all(needs[r.name] for r in readers)
-    int8, wide, int8_tensors = set(), set(), set()
-    for n in g.nodes:
-        if not form[n.name]:
-            continue
-        acts = [i for i in n.inputs if i and not g.is_const(i)]
-        if precision_of(n.op) is Precision.NEUTRAL and not needs[n.name] and not all(i in int8_tensors for i in acts):
-            continue
-        int8.add(n.name)
-        out = n.outputs[0]
-        if int8_rule(n.op) == "weights" and "act" not in n.attrs and not any(needs[r.name] for r in users.get(out, [])):
-            wide.add(n.name)
-        else:
-            int8_tensors.add(out)
-    return PrecisionPlan(frozenset(int8), frozenset(wide))
 
 
 class _Groups:

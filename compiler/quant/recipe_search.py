@@ -35,7 +35,7 @@ from vtakit.compiler.quant.exponent_search import (AGREEMENT, Progress, float_ou
                                                    sample_errors)
 from vtakit.compiler.ops.execute import run_graph
 from vtakit.compiler.ir import Graph
-from vtakit.compiler.quant.quantize import precision_plan
+from vtakit.compiler.quant.precision import precision_plan
 from vtakit.compiler.quant.techniques.fixed_point import check_requant
 from vtakit.compiler.quant.techniques.registry import mark_graph
 from vtakit.compiler.quant.techniques.wide_residual import mark, wide_pairs

@@ -39,7 +39,8 @@ from vtakit.compiler.quant.techniques.channel_scales import CHANNEL_SPREAD
 from vtakit.compiler.quant.techniques.equalize import has_const_weights, is_depthwise
 from vtakit.compiler.ops.execute import run_graph
 from vtakit.compiler.ir import Graph, Node
-from vtakit.compiler.quant.quantize import EXP_RANGE, ideal_exponent, precision_plan
+from vtakit.compiler.quant.precision import precision_plan
+from vtakit.compiler.quant.quantize import EXP_RANGE, ideal_exponent
 from vtakit.compiler.quant.techniques.range_scale import RangeScaling
 from vtakit.compiler.quant.techniques.registry import Stage, Technique, WeightState, register
 

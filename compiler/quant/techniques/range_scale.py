@@ -40,7 +40,8 @@ from vtakit.compiler.quant.techniques.equalize import has_const_weights
 from vtakit.compiler.ops import keeps_scale
 from vtakit.compiler.ops.execute import run_graph
 from vtakit.compiler.ir import Graph, Node
-from vtakit.compiler.quant.quantize import _Groups, exponent_groups, ideal_exponent, one_shift, precision_plan
+from vtakit.compiler.quant.precision import precision_plan
+from vtakit.compiler.quant.quantize import INT8_REACH, _Groups, exponent_groups, ideal_exponent, one_shift
 from vtakit.compiler.quant import qdq
 from vtakit.compiler.options import QUANT_OPTIONS, RangeScaleMode, RequantMode
 from vtakit.compiler.quant.techniques.registry import Stage, Technique, WeightState, register
@@ -154,7 +155,7 @@ def plan_factors(g: Graph, amax: dict[str, float],
     |value| on the calibration samples (`observe_amax`); `one_shift(w)`: whether weights w requantize with
     one shift for all output channels (power-of-two weights; `_per_channel_only`)."""
     plan, exp_groups, int8_tensors, wide = _int8_tensors(g)
-    int8_tensors = {t for t in int8_tensors if t in amax and t not in wide}
+    int8_tensors = {t for t in int8_tensors if t in amax and t not in wide and amax[t] <= INT8_REACH}  # a mask stays float
     groups = factor_groups(g)
     scalable = _scalable(g, groups)
     members: dict[str, dict[str, list[str]]] = {}  # factor group -> exponent group -> int8 tensors

@@ -22,7 +22,7 @@ from vtakit.compiler.frontend.onnx_import import import_onnx
 from vtakit.compiler.pipeline import optimize
 from vtakit.compiler.frontend.onnx_import import PRECISION, SUPPORTED, Precision
 from vtakit.compiler.ops import keeps_scale
-from vtakit.compiler.quant.quantize import _int8_form, precision_plan
+from vtakit.compiler.quant.precision import _int8_form, precision_plan
 from vtakit.compiler.quant.recipe import FALLBACK
 
 Tail = tuple[list, list, Callable[[np.ndarray], np.ndarray]]  # ONNX nodes, initializers, numpy meaning
