@@ -33,6 +33,7 @@ from vtakit.compiler.module.compiled import CompiledModule
 from vtakit.compiler.module.notes import CompileNotes, QuantNotes
 from vtakit.compiler.frontend.onnx_import import import_onnx
 from vtakit.compiler.passes.partition import PartitionOptions, host_bound, partition
+from vtakit.compiler.passes.segments import count_segments, group_segments
 from vtakit.compiler.module.dram_plan import DramPlan, liveness, plan_dram
 from vtakit.compiler.quant.exponent_search import Progress, check_target
 from vtakit.compiler.quant.quantize import strip_fake_quant
@@ -138,6 +139,12 @@ def _fuse(c: Compilation) -> None:
         c.place = fuse_max_pools(c.graph, c.place, c.config)
 
 
+def _order(c: Compilation) -> None:
+    before = count_segments(c.graph, c.place)
+    group_segments(c.graph, c.place)
+    c.graph.notes["host_segments"] = (before, count_segments(c.graph, c.place))
+
+
 def _lower(c: Compilation) -> None:
     """One task per node; a node whose lowering fails (a field too narrow for its padding, a shape no tiling
     fits) runs on the host instead, with the failure as its reason: an accelerator limit never aborts a compile."""
@@ -196,6 +203,8 @@ PIPELINE: tuple[Step, ...] = (
                                           "(quant/)"),
     Step("partition", _partition, VTA_ONLY, "accelerator or host per node (passes/partition.py)"),
     Step("fuse", _fuse, VTA_ONLY, "residual adds and max pools into the convs that feed them (passes/fusion.py)"),
+    Step("order", _order, VTA_ONLY, "host nodes grouped into as few segments as the dependencies allow "
+                                    "(passes/segments.py)"),
     Step("lower", _lower, VTA_ONLY, "one accelerator task per accelerator node (passes/lower.py, backends/vta/)"),
     Step("plan", _plan, VTA_ONLY, "the static DRAM plan (module/dram_plan.py)"),
     Step("gpu kernels", _gpu_kernels, ALL_TARGETS, "the GPU launches and their PTX, where the GPU runs nodes"),

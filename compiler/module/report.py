@@ -111,6 +111,7 @@ class ModuleReport:
     device: str
     rows: list[LayerRow] = field(default_factory=list)
     border_transfers: int = 0
+    host_segments: int = 0  # runs of consecutive host tasks (passes/segments.py groups them)
     outputs: list[OutputRow] = field(default_factory=list)
     slow_host_ops: dict[tuple[str, str], int] = field(default_factory=dict)  # (op, numpy|onnx.reference) -> nodes
 
@@ -118,7 +119,8 @@ class ModuleReport:
     def of(cls, module) -> "ModuleReport":
         cfg = module.config
         run = module.last_run
-        rep = cls(cfg, run.device or "?", border_transfers=run.border_transfers, outputs=output_rows(module.graph))
+        rep = cls(cfg, run.device or "?", border_transfers=run.border_transfers, host_segments=run.host_segments,
+                  outputs=output_rows(module.graph))
         rep.slow_host_ops = host_kernel_kinds(module.graph)
         reasons = module.notes.host_reasons
         for t in run.tasks:
@@ -158,7 +160,8 @@ class ModuleReport:
     def to_dict(self) -> dict:
         return dict(config=self.config.label, device=self.device, accelerator_cycles=self.accelerator_cycles,
                     accelerator_ms=self.accelerator_ms, host_ms=self.host_ms, utilization=self.utilization,
-                    border_transfers=self.border_transfers, layers=[asdict(r) for r in self.rows],
+                    border_transfers=self.border_transfers, host_segments=self.host_segments,
+                    layers=[asdict(r) for r in self.rows],
                     outputs=[asdict(o) for o in self.outputs],
                     host_without_kernels=[dict(op=op, kernel=kind, nodes=count)
                                           for (op, kind), count in sorted(self.slow_host_ops.items())])
@@ -185,8 +188,8 @@ class ModuleReport:
         lines = [f"accelerator: {self.accelerator_cycles:,} cycles = {self.accelerator_ms:.2f} ms at "
                  f"{self.config.clock_mhz:g} MHz ({self.accelerator_macs / 1e9:.2f} GMACs"
                  + (f", {100 * u:.1f} % of peak)" if u is not None else ")"),
-                 f"host: {self.host_ms:.1f} ms measured on this machine; {self.border_transfers} activations "
-                 f"crossed between host and DRAM"]
+                 f"host: {self.host_ms:.1f} ms measured on this machine in {self.host_segments} segments; "
+                 f"{self.border_transfers} activations crossed between host and DRAM"]
         slow = self.slow_host_ops
         if slow:
             lines.append("host ops without an llvmlite kernel: " + ", ".join(

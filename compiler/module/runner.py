@@ -50,6 +50,11 @@ class RunResult:
     def accelerator_cycles(self) -> int:
         return sum(t.cycles or 0 for t in self.tasks if t.place == "vta")
 
+    @property
+    def host_segments(self) -> int:
+        """Runs of consecutive host tasks (each between accelerator tasks is one stop of the accelerator)."""
+        return sum(t.place != "vta" and (i == 0 or self.tasks[i - 1].place == "vta") for i, t in enumerate(self.tasks))
+
 
 @dataclass
 class Binding:

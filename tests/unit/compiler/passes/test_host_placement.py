@@ -87,3 +87,20 @@ def test_an_add_of_host_operands_stays_float_and_one_fed_by_the_accelerator_runs
     module = vtakit.compile(model, "pynq", calibrate=_samples((1, 16, 6, 6)), partition_options=dict(fuse_residual=False))
     assert {t.node for t in module.vta_tasks()} == {"f", "add"}
     assert np.array_equal(module.run(x, device="sim")["y"], module.run(x, device="cpu")["y"])
+
+
+def test_host_nodes_are_grouped_into_as_few_segments_as_the_dependencies_allow():
+    """Two branches, each conv -> sigmoid, listed interleaved: host, accelerator, host, ... becomes one host
+    run after the accelerator's (segments.group_segments), and the module computes the same."""
+    from vtakit.compiler.passes.segments import count_segments, group_segments
+    from vtakit.compiler.ir import Graph, Node, TensorInfo
+
+    t = TensorInfo((1, 16, 4, 4), "float32")
+    nodes = [Node("Conv", "c0", ["x", "w"], ["a0"]), Node("Sigmoid", "s0", ["a0"], ["b0"]),
+             Node("Conv", "c1", ["x", "w"], ["a1"]), Node("Sigmoid", "s1", ["a1"], ["b1"]),
+             Node("Add", "sum", ["b0", "b1"], ["y"])]
+    g = Graph(nodes, {k: t for k in ("x", "a0", "b0", "a1", "b1", "y")}, ["x"], ["y"])
+    place = {"c0": "vta", "c1": "vta", "s0": "host", "s1": "host", "sum": "host"}
+    assert count_segments(g, place) == 2
+    group_segments(g, place)
+    assert [n.name for n in g.nodes] == ["c0", "c1", "s0", "s1", "sum"] and count_segments(g, place) == 1
