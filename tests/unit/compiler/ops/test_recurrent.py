@@ -116,6 +116,27 @@ def test_only_the_outputs_read_are_computed():
     _check(model, x_shape)
 
 
+@pytest.mark.parametrize("layout", [0, 1])
+def test_a_cell_whose_three_outputs_are_read_runs_once(layout, monkeypatch):
+    """Y, Y_h and Y_c are three IR nodes with the same inputs: the sequence is computed once per run."""
+    from vtakit.compiler.ops import recurrent
+
+    model, x_shape = _model("LSTM", direction="bidirectional", layout=layout)
+    module = vtakit.compile(model, target="cpu")
+    runs = []
+    real = recurrent._run_all
+    monkeypatch.setattr(recurrent, "_run_all", lambda a, args: runs.append(1) or real(a, args))
+    x = np.random.default_rng(1).standard_normal(x_shape).astype(np.float32)
+    got = module.run({"x": x}, device="cpu")
+    assert len(runs) == 1
+    for i, name in enumerate(["y", "y_h", "y_c"]):  # each output alone (onnxruntime has no layout 1)
+        alone, _ = _model("LSTM", direction="bidirectional", layout=layout, outputs=["", "", ""][:i] + [name])
+        np.testing.assert_array_equal(got[name], vtakit.compile(alone, target="cpu").run({"x": x}, device="cpu")[name])
+    runs.clear()
+    module.run({"x": x + 1}, device="cpu")  # new inputs: computed again, once
+    assert len(runs) == 1
+
+
 @pytest.mark.parametrize("attrs, message", [
     (dict(direction="sideways"), "direction 'sideways' is not forward, reverse or bidirectional"),
     (dict(activations=["Sigmoid", "Tanh"]), "activations lists 2 functions; LSTM with 1 direction(s) takes 3"),
