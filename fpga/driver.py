@@ -45,7 +45,7 @@ DATA_MODULES = ("load", "compute", "store")
 
 def import_pynq():
     try:
-        import pynq
+        import pynq  # lazy: pynq (the board extra)
     except ImportError:
         raise DeviceError("the 'pynq' package is not installed (pip install 'vtakit[board]')") from None
     return pynq

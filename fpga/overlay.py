@@ -89,7 +89,7 @@ def write_bit(path: str | Path, design: str, part: str, data: bytes) -> Path:
 
 def read_bit_header(path: Path) -> dict:
     """design, part, date, time and data of a .bit (pynq's own header parser)."""
-    from pynq.pl_server.embedded_device import parse_bit_header
+    from pynq.pl_server.embedded_device import parse_bit_header  # lazy: pynq
 
     try:
         return parse_bit_header(path.read_bytes())

@@ -160,8 +160,8 @@ class SimBoard(pynq.Device):
     # ------------------------------------------------------------- bitstreams
     def get_bitfile_metadata(self, bitfile_name: str, partial: bool = False):
         """pynq's own parser over the .hwh, as EmbeddedDevice does on a board (without XRT)."""
-        from pynqmetadata.frontends import Metadata
-        from pynqmetadata.views.runtime import RuntimeMetadataParser
+        from pynqmetadata.frontends import Metadata  # lazy: pynqmetadata (comes with pynq)
+        from pynqmetadata.views.runtime import RuntimeMetadataParser  # lazy: pynqmetadata
 
         hwh = Path(bitfile_name).with_suffix(".hwh")
         if not hwh.is_file():

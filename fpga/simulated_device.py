@@ -12,7 +12,7 @@ from vtakit.isa.config import HwConfig
 
 def open_simulated_pynq(config: HwConfig, **options):
     """A PynqDevice on a simulated board for `config` (`vtakit.fpga.simboard.simulated_pynq`)."""
-    from vtakit.fpga.simboard import simulated_pynq  # lazy: the simulated board needs pynq (optional)
+    from vtakit.fpga.simboard import simulated_pynq  # lazy: pynq (the simulated board imports it)
 
     return simulated_pynq(config, **options)
 

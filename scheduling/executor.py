@@ -29,6 +29,8 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Any
 
+from distributed import Client
+
 from vtakit.errors import VtaError
 
 DEAD_AFTER_S = 60.0
@@ -190,9 +192,8 @@ class DaskPool(Executor):
 def _silence_dask_logging() -> None:
     """Silence distributed's own logging for the rest of the process: it prints tracebacks when a
     scheduler goes away, some from its event-loop thread after the client is closed. The run
-    reports what matters itself, in one line."""
-    import distributed  # noqa: F401 - its logging configuration first, then ours over it
-
+    reports what matters itself, in one line (distributed configured its own logging when this module
+    imported it; this goes over that)."""
     logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)
     for name, lg in list(logging.root.manager.loggerDict.items()):   # children with levels of their own
         if name.startswith("distributed.") and isinstance(lg, logging.Logger):
@@ -200,10 +201,6 @@ def _silence_dask_logging() -> None:
 
 
 def _connect(address: str, connect_timeout_s: float) -> Any:
-    try:
-        from distributed import Client
-    except ImportError:  # pragma: no cover - dask[distributed] is a dependency
-        raise VtaError("--dask needs the dask[distributed] package") from None
     try:
         return Client(address, timeout=f"{connect_timeout_s}s", set_as_default=False)
     except (OSError, TimeoutError) as e:

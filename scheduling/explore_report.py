@@ -13,6 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import matplotlib
+import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter
+
 from vtakit.hw.synth import PARTS
 from vtakit.scheduling.explore import ExploreResult, pareto_front
 from vtakit.tables import save_figure
@@ -63,10 +67,7 @@ def plot_pareto(result: ExploreResult, path: str | Path) -> Path | None:
     pts = [r for r in result.records if r["status"] == "ok" and r.get("lut") is not None]
     if not pts:
         return None
-    import matplotlib
-
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     lat = _latency_key(pts)
     fig, axes = plt.subplots(1, len(PANELS), figsize=(15, 4.8), sharey=True)
@@ -90,8 +91,6 @@ def plot_pareto(result: ExploreResult, path: str | Path) -> Path | None:
         ax.grid(True, which="both", alpha=0.3)
     latencies = [r[lat] for r in pts]
     if max(latencies) > 5 * min(latencies):
-        from matplotlib.ticker import FuncFormatter
-
         axes[0].set_yscale("log")
         plain = FuncFormatter(lambda v, _: f"{v:g}")
         axes[0].yaxis.set_major_formatter(plain)

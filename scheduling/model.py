@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import xgboost as xgb
 
 from vtakit.errors import VtaError
 
@@ -79,8 +80,6 @@ class XGBCostModel:
 
     def fit(self, data: TrainingSet) -> bool:
         """Retrain from scratch; False (and untrained) while there is nothing to rank."""
-        import xgboost as xgb
-
         x, y, sizes = data.matrices()
         if not sizes:
             self.booster = None
@@ -91,8 +90,6 @@ class XGBCostModel:
         return True
 
     def predict(self, features: np.ndarray) -> np.ndarray:
-        import xgboost as xgb
-
         if self.booster is None:
             raise VtaError("the cost model predicts only after fit")
         return self.booster.predict(xgb.DMatrix(features))

@@ -10,8 +10,11 @@ from vtakit.errors import (
     BudgetExceeded, CompileError, ConfigError, DeadlockError, DeviceError, DeviceTimeout, IsaError, RtlError,
     SimError, VtaError,
 )
+from vtakit.compiler.frontend.torch_module import exported, is_torch_module
 from vtakit.compiler.options import CompileOptions
+from vtakit.compiler.pipeline import compile_module
 from vtakit.isa import DEFAULT_PRESET, HwConfig
+from vtakit.scheduling.log import tuning_context
 
 __version__ = "0.1.0"
 
@@ -32,12 +35,6 @@ def compile(model, config=DEFAULT_PRESET, options: CompileOptions | None = None,
     a "vta" module's host tasks on the GPU), input_shapes, partition_options, schedules, seed,
     calibration ("search": exponents judged at the outputs), keep_float, keep_float_until, ...
     (see vtakit.compiler.pipeline.compile_module)."""
-    # Imported here so that `import vtakit` (and so `vtakit --help`) stays light: the compiler loads on
-    # the first compile.
-    from vtakit.compiler.frontend.torch_module import exported, is_torch_module  # lazy: import cost, see above
-    from vtakit.compiler.pipeline import compile_module  # lazy: import cost, see above
-    from vtakit.scheduling.log import tuning_context  # lazy: import cost, see above
-
     if is_torch_module(model):
         with exported(model, example_inputs) as path, tuning_context(tuning_log):
             return compile_module(path, config, options, calibrate=calibrate, **keywords)

@@ -8,6 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 from rich.console import Console
 from rich.table import Table
 
@@ -92,8 +93,6 @@ def stats_tables(stats: RunStats) -> list[TextTable]:
 
 def save_figure(fig, path) -> Path:
     """Lay out, write (creating the folder) and close a matplotlib figure: every PNG the tools write."""
-    import matplotlib.pyplot as plt
-
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

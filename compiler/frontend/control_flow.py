@@ -18,6 +18,9 @@ from collections import ChainMap
 from dataclasses import dataclass
 
 import numpy as np
+import onnx
+import onnx.helper
+import onnx.numpy_helper as nh
 
 from vtakit.compiler.ir import Node, TensorInfo
 from vtakit.compiler.ops.control import body_dict, prune
@@ -38,8 +41,6 @@ def _graph_attr(n, key: str):
 
 def subgraphs(n) -> list:
     """A node's subgraph attributes (If's branches, a Loop's or Scan's body)."""
-    import onnx
-
     out = []
     for a in n.attribute:
         if a.type == onnx.AttributeProto.GRAPH:
@@ -69,8 +70,6 @@ def free_names(graph) -> list[str]:
 
 def renamed(n, scope: Scope):
     """A copy of node `n` whose inputs and outputs are named as in the importing graph."""
-    import onnx
-
     copy = onnx.NodeProto()
     copy.CopyFrom(n)
     for i, t in enumerate(n.input):
@@ -96,8 +95,6 @@ def convert(imp, n, name: str, scope: Scope | None) -> list:
 
 # ------------------------------------------------------------------------------------------ inlining
 def _inline_if(imp, n, name: str, scope: Scope) -> list:
-    import onnx.numpy_helper as nh
-
     cond = np.asarray(imp.graph.consts[n.input[0]])
     if cond.size != 1:
         raise CompileError(f"its condition holds {cond.size} values; one boolean expected", node=name, op="If")
@@ -116,8 +113,6 @@ def _inline_if(imp, n, name: str, scope: Scope) -> list:
 
 
 def _identity(src: str, dst: str, name: str):
-    import onnx
-
     return onnx.helper.make_node("Identity", [src], [dst], name=name)
 
 
@@ -274,8 +269,6 @@ def _static_trips(imp, body: Imported, ins: list[str], cond_in: str) -> int | No
 
 
 def _host_scan(imp, n, name: str, scope: Scope) -> None:
-    import onnx.helper
-
     if imp.opset < 9:
         raise CompileError("Scan before opset 9 (with sequence_lens) is not supported; use opset 9 or newer",
                            node=name, op="Scan")

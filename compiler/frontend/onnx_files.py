@@ -17,6 +17,9 @@ import stat
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Iterator
 
+import numpy as np
+import onnx
+
 from vtakit.errors import CompileError
 from vtakit.compiler.frontend import limits
 from vtakit.compiler.frontend.limits import Budget, check_tensor, human
@@ -50,8 +53,6 @@ def all_tensors(model) -> Iterator[tuple[object, str, str | None, str | None]]:
 
 
 def _graph_tensors(graph):
-    import onnx
-
     A = onnx.AttributeProto
     for t in graph.initializer:
         yield t, f"initializer {t.name!r}", None, None
@@ -89,8 +90,6 @@ def check_names(model) -> None:
 
 
 def _check_graph_names(graph, bad) -> None:
-    import onnx
-
     for what, items in (("initializer", graph.initializer), ("input", graph.input), ("output", graph.output),
                         ("value_info", graph.value_info)):
         for item in items:
@@ -112,9 +111,6 @@ def _check_graph_names(graph, bad) -> None:
 def declared_bytes(tensor) -> int | None:
     """The bytes a tensor's shape and element type need (4-bit types packed two a byte); None for
     types without a fixed size (strings, undefined)."""
-    import numpy as np
-    import onnx
-
     n = 1
     for d in tensor.dims:
         n *= int(d)
@@ -130,8 +126,6 @@ def declared_bytes(tensor) -> int | None:
 
 
 def _packed_4bit() -> frozenset[int]:
-    import onnx
-
     T = onnx.TensorProto
     return frozenset(getattr(T, k) for k in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2") if hasattr(T, k))
 
@@ -151,8 +145,6 @@ def check_and_load(model, folder: Path | None) -> None:
     """Check every tensor's declared size against the limits and move external data into the model:
     resolved in `folder` (the model file's folder; None when the model came as bytes or a ModelProto,
     which then may hold no external data)."""
-    import onnx
-
     check_names(model)
     budget = Budget(model.ByteSize())
     for tensor, what, node, op in all_tensors(model):

@@ -23,6 +23,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
+import onnx
+import onnx.numpy_helper as nh
+from google.protobuf.message import DecodeError
 
 from vtakit.errors import CompileError
 from vtakit.compiler.ops.registry import contiguous
@@ -39,8 +42,6 @@ from vtakit.compiler.ops.quant import fold_dequantize
 
 
 def _onnx_opset_max() -> int:
-    import onnx
-
     return int(onnx.defs.onnx_opset_version())
 
 
@@ -65,9 +66,6 @@ def load_model(source):
     and what onnx.checker dislikes is a warning (onnxruntime runs many such models).  A path's
     external data is read from the model's folder and moved into the model (`onnx_files`), within
     the limits (`limits`); bytes or a ModelProto come without a folder, so they may have none."""
-    import onnx
-    from google.protobuf.message import DecodeError
-
     folder = None
     if isinstance(source, onnx.ModelProto):
         model = source
@@ -110,8 +108,6 @@ def _opset(model) -> int:
 def _lift(model, version: int) -> int:
     """An opset below 7 imports as 7 when every op the model uses has the same definition (schema
     version) at both, so nothing it means changes; else one error naming the ops that changed."""
-    import onnx
-
     changed = set()
     for n in model.graph.node:
         if n.domain in ("", "ai.onnx"):
@@ -145,8 +141,6 @@ def _check_ops(model) -> None:
 
 
 def _attrs(node) -> dict:
-    import onnx
-
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
 
@@ -160,8 +154,6 @@ class _Importer:
 
     def __init__(self, model, input_shapes: dict[str, tuple[int, ...]] | None,
                  bind: dict[str, tuple[int, ...]] | None = None, values: Mapping[str, Any] | None = None):
-        import onnx.numpy_helper as nh
-
         self.model = model
         self.opset = _opset(model)
         g = model.graph
@@ -213,8 +205,6 @@ class _Importer:
 
     def import_body(self, body) -> Graph:
         """A control-flow body's nodes imported into this (child) importer's graph; its outputs checked."""
-        import onnx.numpy_helper as nh
-
         self.taken |= control_flow.defined(body)
         for init in body.initializer:
             self.set_const(init.name, nh.to_array(init))
@@ -409,8 +399,6 @@ class _Importer:
 
 def _constant_value(n, name: str, at: dict) -> np.ndarray:
     """A Constant node's value (tensor, or since opset 12 a scalar/list attribute)."""
-    import onnx.numpy_helper as nh
-
     if "value" in at:
         return nh.to_array(at["value"])
     for key, dtype in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
+import onnx
 
 from vtakit.errors import CompileError
 
@@ -18,8 +19,6 @@ from vtakit.errors import CompileError
 @lru_cache(maxsize=None)
 def _onnx_type_strs() -> dict[str, str]:
     """numpy dtype name -> ONNX type string ("float32" -> "tensor(float)")."""
-    import onnx
-
     out: dict[str, str] = {}
     for elem in onnx.TensorProto.DataType.values():
         try:
@@ -34,8 +33,6 @@ def _onnx_type_strs() -> dict[str, str]:
 @lru_cache(maxsize=4096)
 def _formals(op_type: str, opset: int) -> tuple | None:
     """((name, type_str, variadic, homogeneous), ...) and {param: allowed} of the op's schema, or None."""
-    import onnx
-
     try:
         schema = onnx.defs.get_schema(op_type, opset, "")
     except onnx.defs.SchemaError:
@@ -121,8 +118,6 @@ def output_types(node, opset: int, dtype_of) -> dict[str, str]:
 @lru_cache(maxsize=8192)
 def _inferred(op_type: str, opset: int, dtypes: tuple[str, ...], attrs: tuple[bytes, ...],
               n_out: int) -> tuple[str | None, ...]:
-    import onnx
-
     try:
         schema = onnx.defs.get_schema(op_type, opset, "")
     except onnx.defs.SchemaError:
@@ -152,8 +147,6 @@ def _inferred(op_type: str, opset: int, dtypes: tuple[str, ...], attrs: tuple[by
 @lru_cache(maxsize=None)
 def _codes() -> tuple[dict[str, int], dict[int, str]]:
     """numpy dtype name <-> ONNX element type code, for the types `_onnx_type_strs` names."""
-    import onnx
-
     by_str = {f"tensor({onnx.TensorProto.DataType.Name(e).lower()})": e for e in onnx.TensorProto.DataType.values()}
     codes = {name: by_str[s] for name, s in _onnx_type_strs().items() if s in by_str}
     return codes, {c: name for name, c in codes.items()}
@@ -180,8 +173,6 @@ NATIVE_DTYPES = frozenset(_DTYPES.values())
 def onnx_dtype(elem_type: int) -> str | None:
     """The numpy dtype name of an ONNX element type (ml_dtypes' for bfloat16, float8, int4, ...;
     'object' for strings), None for types that are not tensors of numbers, bools or strings."""
-    import onnx
-
     if elem_type in _DTYPES:
         return _DTYPES[elem_type]
     try:

@@ -45,7 +45,7 @@ def _as_tensors(example_inputs: Any, torch) -> tuple:
 def exported(module: Any, example_inputs: Any) -> Iterator[Path]:
     """The path of `module` exported by torch's default exporter in evaluation mode (its forward called
     with `example_inputs`), valid inside the `with`; the folder is removed after it."""
-    import torch  # lazy: an optional dependency, present wherever a module exists
+    import torch  # lazy: torch (optional; present wherever a torch module exists)
 
     if example_inputs is None:
         raise CompileError("a torch.nn.Module needs example_inputs (the forward's arguments) to be exported")

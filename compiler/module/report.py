@@ -14,6 +14,9 @@ from dataclasses import asdict, dataclass, field
 import math
 from pathlib import Path
 
+import matplotlib
+import matplotlib.pyplot as plt
+
 from vtakit.compiler.module.notes import ModelFactors, QuantNotes
 from vtakit.compiler.ops import op_def
 from vtakit.compiler.quant.recipe import recipe_lines
@@ -198,10 +201,7 @@ class ModuleReport:
 
     def roofline(self, path) -> Path:
         """A roofline PNG of the accelerator tasks (needs matplotlib)."""
-        import matplotlib
-
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
 
         cfg = self.config
         peak = cfg.peak_gops

@@ -20,6 +20,10 @@ from functools import lru_cache
 from typing import Any, Callable
 
 import numpy as np
+import onnx
+from onnx import numpy_helper
+from onnx.reference import ReferenceEvaluator
+from onnx.reference.ops import load_op
 
 from vtakit.errors import CompileError
 from vtakit.compiler.ir import Graph, Node, TensorInfo
@@ -42,8 +46,6 @@ def correct(op_type: str, kernel: Callable[[dict, list], list[np.ndarray]]) -> N
 
 def implemented(op_type: str, opset: int | None = None) -> bool:
     """Whether onnx.reference has the op (in the default domain)."""
-    from onnx.reference.ops import load_op
-
     try:
         load_op("", op_type, opset)
     except RuntimeError:  # NotImplementedError (a RuntimeError) for ops or versions it does not implement
@@ -54,9 +56,6 @@ def implemented(op_type: str, opset: int | None = None) -> bool:
 # ------------------------------------------------------------------------------------ attributes
 def attrs_to_ir(node_proto) -> list[list]:
     """ONNX attributes as [name, type, value] triples that survive the module's JSON manifest."""
-    import onnx
-    from onnx import numpy_helper
-
     A = onnx.AttributeProto
     out = []
     for a in node_proto.attribute:
@@ -82,9 +81,6 @@ def attrs_to_ir(node_proto) -> list[list]:
 
 
 def _attribute(name: str, kind: int, value: Any):
-    import onnx
-    from onnx import numpy_helper
-
     A = onnx.AttributeProto
     if kind == A.TENSOR:
         arr = np.array(value["tensor"], dtype=value["dtype"]).reshape(value["shape"])
@@ -95,8 +91,6 @@ def _attribute(name: str, kind: int, value: Any):
 
 
 def onnx_node(op_type: str, attrs: list, n_in: int, n_out: int):
-    import onnx
-
     node = onnx.helper.make_node(op_type, [f"i{i}" for i in range(n_in)], [f"o{i}" for i in range(n_out)])
     node.attribute.extend(_attribute(*a) for a in attrs)
     return node
@@ -108,9 +102,6 @@ def _key(attrs) -> str:
 
 @lru_cache(maxsize=512)
 def _evaluator(op_type: str, attrs_key: str, opset: int, present: tuple[bool, ...], n_out: int):
-    import onnx
-    from onnx.reference import ReferenceEvaluator
-
     attrs = json.loads(attrs_key)
     node = onnx_node(op_type, attrs, len(present), n_out)
     for i, p in enumerate(present):  # absent optional inputs are empty names
@@ -166,9 +157,6 @@ def _run_generic(node: Node, args: list, k) -> np.ndarray:
 
 def static_shape_inference(node: Node, g: Graph) -> TensorInfo | None:
     """onnx.shape_inference on the node alone (constants as initializers); None unless fully static."""
-    import onnx
-    from onnx import numpy_helper
-
     a = node.attrs
     proto = onnx_node(node.op.removesuffix(GENERIC), a["onnx"], len(node.inputs), a.get("n_out", 1))
     ins, inits = [], []

@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 
 from vtakit.errors import CompileError
@@ -61,10 +63,7 @@ class AccuracyReport:
 
     def plot(self, path) -> Path:
         """SQNR and cosine per layer in graph order (needs matplotlib)."""
-        import matplotlib
-
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
 
         xs = np.arange(len(self.layers))
         fig, (a, b) = plt.subplots(2, 1, figsize=(max(7.0, 0.18 * len(xs)), 6), sharex=True)

@@ -31,8 +31,8 @@ PREPROCESSING = "pixel values / 16.0 as float32 in [0, 1], shape (N, 1, 8, 8) NC
 def digits_data() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(x_train, y_train, x_test, y_test): the fixed split the model was trained and scored on."""
     try:
-        from sklearn.datasets import load_digits
-        from sklearn.model_selection import train_test_split
+        from sklearn.datasets import load_digits  # lazy: sklearn (scikit-learn, the dev extra)
+        from sklearn.model_selection import train_test_split  # lazy: sklearn
     except ImportError as exc:            # a dev dependency (pip install vtakit[dev])
         raise ImportError("digits_data() needs scikit-learn for the digits data set") from exc
     digits = load_digits()

@@ -145,7 +145,7 @@ def train(x: np.ndarray, y: np.ndarray, *, seed: int = SEED, epochs: int = EPOCH
 
 def _onnxruntime_predictions(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray | None:
     try:
-        import onnxruntime as ort
+        import onnxruntime as ort  # lazy: onnxruntime (the dev extra)
     except ImportError:
         return None
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])

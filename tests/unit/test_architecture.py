@@ -1,20 +1,27 @@
-"""The house rules: modules import each other without circles, layers keep their direction, modules
-stay within a line budget, the layer folders are packages under the import root, and every place that
-names devices reads them from the one registry."""
+"""The house rules: modules import each other without circles, layers keep their direction, imports sit at
+the top of their module unless they load an optional dependency, modules stay within a line budget, the
+layer folders are packages under the import root, and every place that names devices reads them from the
+one registry."""
 
 from __future__ import annotations
 
 import ast
+import os
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import vtakit
+from vtakit.cli import build_parser
+from vtakit.compiler.backends.vta import ops
 from vtakit.devices import ACCELERATOR, HOST, device_names, open_device, register_device
 from vtakit.errors import DeviceError
 from vtakit.isa import HwConfig
+from vtakit.sim import SimDevice
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -32,8 +39,6 @@ def _package_dirs() -> dict[str, Path]:
 
 def _walk(folder: Path):
     """Every file under `folder`, following the links `vtakit/isa -> ../isa` (Path.rglob does not)."""
-    import os
-
     for parent, dirs, files in os.walk(folder, followlinks=True):
         dirs[:] = [d for d in dirs if d != "__pycache__"]
         yield from (Path(parent) / f for f in files)
@@ -63,8 +68,9 @@ def _type_checking_only(tree: ast.AST) -> set[int]:
     return skip
 
 
-def _imports(module: str, path: Path, modules: dict[str, Path]):
-    """(imported vtakit module, line, inside a function) for every import `module` runs."""
+def _runtime_imports(module: str, path: Path, modules: dict[str, Path]):
+    """(name, import node, inside a function) for every import `module` runs: a vtakit name resolved to
+    the module it loads (relative imports included), any other name as written."""
     tree = ast.parse(path.read_text())
     skip = _type_checking_only(tree)
     in_function = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -89,9 +95,14 @@ def _imports(module: str, path: Path, modules: dict[str, Path]):
         else:
             continue
         for name in names:
-            target = resolve(name) if name.startswith("vtakit") else ""
-            if target and target != module:
-                yield target, node.lineno, id(node) in in_function
+            yield resolve(name) if name.split(".")[0] == "vtakit" else name, node, id(node) in in_function
+
+
+def _imports(module: str, path: Path, modules: dict[str, Path]):
+    """(imported vtakit module, line, inside a function) for every import `module` runs."""
+    for name, node, in_function in _runtime_imports(module, path, modules):
+        if name.split(".")[0] == "vtakit" and name != module:
+            yield name, node.lineno, in_function
 
 
 def module_graph() -> dict[str, dict[str, int]]:
@@ -175,21 +186,67 @@ def test_layers_keep_their_direction():
     assert not [layer for layer, t in library.items() if "vtakit.cli" in t], "the library imports its CLI"
 
 
-def test_function_level_imports_say_why_they_are_lazy():
-    """A vtakit import inside a function hides a dependency from the reader, so outside the CLI (whose
-    commands load their library lazily on purpose) each one names its reason on its line after
-    `# lazy:` (an optional dependency such as pynq, or the import cost of `import vtakit`); else it
-    belongs at the top of the module."""
+def test_no_module_imports_the_import_root():
+    """vtakit/__init__.py imports the compiler at its top (for `vtakit.compile`), and every module's import
+    runs that __init__ first, so a module that imported `vtakit` itself (`vtakit.compile`, a re-export) would
+    be a circle through the root that the graph above cannot show: modules import what they use directly."""
     modules = _module_files()
-    bare = set()
+    found = [f"{path.relative_to(ROOT)}:{line}" for module, path in modules.items() if module != "vtakit"
+             for target, line, _ in _imports(module, path, modules) if target == "vtakit"]
+    assert not found, f"modules importing the import root: {found}"
+
+
+# The optional dependencies by the top-level name they are imported as -> their distribution, which must be
+# one of pyproject's extras and none of its dependencies (the next test checks), so that a required package
+# cannot pass for optional.
+OPTIONAL_IMPORTS = {"pynq": "pynq", "pynqmetadata": "pynq", "cuda": "cuda-bindings", "torch": "torch",
+                    "onnxruntime": "onnxruntime", "sklearn": "scikit-learn"}
+# Part of Python, yet a package of its own on some systems (Debian's python3-tk): optional too.
+OPTIONAL_STDLIB = {"tkinter": "python3-tk"}
+LAZY = re.compile(r"#\s*lazy:\s*([A-Za-z_][\w-]*)")
+
+
+def _distribution(requirement: str) -> str:
+    """`dask[distributed]>=2024.1` -> `dask`."""
+    return re.split(r"[\s<>=!~;\[(]", requirement.strip(), maxsplit=1)[0].lower()
+
+
+def _optional(name: str) -> str | None:
+    """The optional distribution a top-level import name belongs to (None: a required one, or the stdlib)."""
+    return OPTIONAL_IMPORTS.get(name) or OPTIONAL_STDLIB.get(name)
+
+
+def test_the_optional_dependencies_are_pyprojects_extras():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    required = {_distribution(r) for r in project["dependencies"]}
+    extras = {_distribution(r) for reqs in project["optional-dependencies"].values() for r in reqs}
+    wrong = {name: dist for name, dist in OPTIONAL_IMPORTS.items() if dist not in extras or dist in required}
+    assert not wrong, f"listed as optional but not an extra only: {wrong}"
+
+
+def test_function_level_imports_load_optional_dependencies_and_say_which():
+    """An import inside a function hides a dependency from the reader and from static tools, and turns a
+    missing package into a failure in the middle of a run, so imports sit at the top of their module (the
+    CLI and `vtakit/__init__.py` too).  The one exception is an optional dependency (one of pyproject's
+    extras, OPTIONAL_IMPORTS), imported where it is used with `# lazy: <its import name>` on the import; a
+    vtakit module that imports one at its top may be imported lazily the same way, naming it."""
+    modules = _module_files()
+    runtime = {m: list(_runtime_imports(m, p, modules)) for m, p in modules.items()}
+    top_level = {m: {name.split(".")[0] for name, _, lazy in found if not lazy} for m, found in runtime.items()}
+    bad = []
     for module, path in modules.items():
-        if _layer(module) == "vtakit.cli":
-            continue
         lines = path.read_text().splitlines()
-        for _, line, in_function in _imports(module, path, modules):
-            if in_function and "# lazy:" not in lines[line - 1]:
-                bare.add(f"{path.relative_to(ROOT)}:{line}: {lines[line - 1].strip()}")
-    assert not bare, "function-level imports without a `# lazy:` reason:\n" + "\n".join(sorted(bare))
+        for name, node, in_function in runtime[module]:
+            if not in_function:
+                continue
+            said = LAZY.search(" ".join(lines[node.lineno - 1:node.end_lineno]))
+            named = _optional(said.group(1)) if said else None
+            root = name.split(".")[0]
+            loads = {_optional(t) for t in top_level.get(name, ())} if root == "vtakit" else {_optional(root)}
+            if named is None or named not in loads:
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    assert not bad, ("function-level imports that are not an optional dependency named by `# lazy: <name>` "
+                     "(move them to the top of the module):\n" + "\n".join(sorted(set(bad))))
 
 
 MAX_MODULE_LINES = 550
@@ -205,8 +262,6 @@ def test_line_budget():
 
 
 def test_the_registry_knows_every_device_and_the_cli_offers_them():
-    from vtakit.cli import build_parser
-
     assert {"fsim", "sim", "rtl", "pynq-sim", "pynq"} <= set(device_names(ACCELERATOR))
     assert set(device_names(HOST)) == {"cpu", "cuda"}
     assert "fsim" not in device_names(ACCELERATOR, counts_cycles=True)
@@ -215,9 +270,6 @@ def test_the_registry_knows_every_device_and_the_cli_offers_them():
 
 
 def test_a_registered_device_runs_operators_and_modules():
-    from vtakit.compiler.backends.vta import ops
-    from vtakit.sim import SimDevice
-
     opened = []
 
     def factory(config, **options):
@@ -227,8 +279,6 @@ def test_a_registered_device_runs_operators_and_modules():
     register_device("test-functional", factory, description="a test device", counts_cycles=False)
     cfg = HwConfig.preset("pynq")
     assert open_device("test-functional", cfg).model == "functional" and opened == ["pynq"]
-    import numpy as np
-
     x = np.arange(-64, 64, dtype=np.int32).reshape(1, 128, 1, 1) * 4
     y, _ = ops.requantize(x, shift=2, config=cfg, device="test-functional")
     np.testing.assert_array_equal(y, (x // 4).astype(np.int8))

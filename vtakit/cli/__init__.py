@@ -6,9 +6,9 @@ Each command module under `vtakit/cli/` has `register(subparsers)` and its
 stderr and exit status 1.  Anything else is a bug in vtakit: it too is one line
 (exit status 2), and VTAKIT_DEBUG=1 shows its traceback.  Usage errors exit with
 status 2, as argparse's do; a command spelled as before it moved into its group
-(MOVED) is one of them, one line that names its new spelling.  The commands import
-the library inside their functions on purpose, so that `vtakit --help` and each
-command load only what they run (the one place function-level imports are the rule).
+(MOVED) is one of them, one line that names its new spelling.  Command modules import
+what they use at their top, as every module does; only an optional dependency (pynq
+for the simulated board) is imported inside the command that needs it.
 """
 
 from __future__ import annotations

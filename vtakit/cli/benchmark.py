@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import json
 
+from rich.progress import Progress
+
 from vtakit.cli._common import CONFIG_HELP, console, load_config, print_rows, progress_console
+from vtakit.cli.tuning import add_measure_options, cmd_bench_tuner
+from vtakit.compiler.backends.vta.layer_runs import run_layer, select, summary
 from vtakit.isa.config import HwConfig
+from vtakit.scheduling.log import tuning_context
 
 
 def cmd_bench_layers(args) -> int:
-    from rich.progress import Progress
-
-    from vtakit.compiler.backends.vta.layer_runs import run_layer, select
-    from vtakit.scheduling.log import tuning_context
 
     cfg = load_config(args.config)
     what = args.bench
@@ -52,8 +53,6 @@ def cmd_bench_layers(args) -> int:
 
 
 def _print_layer_summary(rows: list[dict], cfg: HwConfig) -> None:
-    from vtakit.compiler.backends.vta.layer_runs import summary
-
     groups = {"all layers": rows, "layers VTA offloads": [r for r in rows if r["vta_offloads"]]}
     for label, group in groups.items():
         if label != "all layers" and len(group) == len(rows):
@@ -65,8 +64,6 @@ def _print_layer_summary(rows: list[dict], cfg: HwConfig) -> None:
 
 
 def register(sub) -> None:
-    from vtakit.cli.tuning import add_measure_options, cmd_bench_tuner
-
     b = sub.add_parser("bench", help="measure and print figures")
     bench = b.add_subparsers(dest="bench", required=True)
     for what in ("conv2d", "dense"):

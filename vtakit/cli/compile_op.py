@@ -7,14 +7,13 @@ from pathlib import Path
 import numpy as np
 
 from vtakit.cli._common import CONFIG_HELP, console, load_config, parse_ints
+from vtakit.compiler.backends.vta import ops as cops
+from vtakit.compiler.backends.vta.runtime import pack_activation, pack_bias, pack_weight, program_image
 from vtakit.files import make_parent
+from vtakit.isa.asm import disasm
 
 
 def cmd_compile_op(args) -> int:
-    from vtakit.compiler.backends.vta import ops as cops
-    from vtakit.compiler.backends.vta.runtime import pack_activation, pack_bias, pack_weight, program_image
-    from vtakit.isa.asm import disasm
-
     cfg = load_config(args.config)
     rng = np.random.default_rng(args.seed)
     n, c, h, w = parse_ints(args.input, 4, "--input")

@@ -7,7 +7,14 @@ import time
 import numpy as np
 
 from vtakit.cli._common import CONFIG_HELP, DeprecatedAlias, console, load_config, png_path
+from vtakit.compiler import zoo
+from vtakit.compiler.backends.vta import ops, reference
+from vtakit.compiler.backends.vta.layers import RESNET18
+from vtakit.compiler.module.report import VTA_C2_C11_MS
+from vtakit.compiler.pipeline import compile_module
 from vtakit.errors import VtaError
+from vtakit.sim import SimDevice
+from vtakit.tables import stats_tables
 
 
 def cmd_demo(args) -> int:
@@ -16,10 +23,6 @@ def cmd_demo(args) -> int:
 
 def _network_demo(args) -> int:
     """Compile ResNet-18 from the zoo for the config, run it on the cycle model, report per layer."""
-    from vtakit.compiler import zoo
-    from vtakit.compiler.pipeline import compile_module
-    from vtakit.compiler.module.report import VTA_C2_C11_MS
-
     cfg = load_config(args.config)
     t0 = time.perf_counter()
     model = zoo.build("resnet18", seed=0)
@@ -52,11 +55,6 @@ def _network_demo(args) -> int:
 
 
 def _layer_demo(args) -> int:
-    from vtakit.compiler.backends.vta import ops, reference
-    from vtakit.compiler.backends.vta.layers import RESNET18
-    from vtakit.tables import stats_tables
-    from vtakit.sim import SimDevice
-
     cfg = load_config(args.config)
     layers = {layer.name: layer for layer in RESNET18}
     if args.layer not in layers:

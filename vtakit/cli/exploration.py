@@ -7,6 +7,10 @@ from rich.table import Table
 
 from vtakit.cli._common import console
 from vtakit.errors import VtaError
+from vtakit.scheduling.design_space import load_space
+from vtakit.scheduling.executor import executor
+from vtakit.scheduling.explore import check_network, explore
+from vtakit.scheduling.explore_report import write_outputs
 
 
 def _results_table(result) -> Table:
@@ -38,11 +42,6 @@ def _results_table(result) -> Table:
 
 
 def cmd_explore(args) -> int:
-    from vtakit.scheduling.design_space import load_space
-    from vtakit.scheduling.executor import executor
-    from vtakit.scheduling.explore import check_network, explore
-    from vtakit.scheduling.explore_report import write_outputs
-
     space = load_space(args.space)
     opts = space.options
     network = args.network or opts.network

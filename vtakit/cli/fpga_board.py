@@ -8,13 +8,18 @@ from pathlib import Path
 
 from rich.table import Table
 
-from vtakit.errors import VtaError
 from vtakit.cli._common import CONFIG_HELP, console, load_config
+from vtakit.errors import VtaError
+from vtakit.fpga.driver import PynqDevice
+from vtakit.fpga.overlay import overlay_config, overlay_files, read_sidecar
+from vtakit.fpga.project import write_project
+from vtakit.fpga.project_checks import check_project
+from vtakit.fpga.selftest import board_check
+from vtakit.hw.boards import BOARDS, board, board_for
 
 
 def _board_and_config(args):
     """The board preset and HwConfig the options name (the board's preset config by default)."""
-    from vtakit.hw.boards import board, board_for
     cfg = load_config(args.config) if args.config else None
     preset = board(args.board) if args.board else board_for(cfg or load_config(None))
     return preset, cfg or preset.config
@@ -22,8 +27,6 @@ def _board_and_config(args):
 
 def cmd_fpga(args) -> int:
     if args.fpga_cmd == "boards":
-        from vtakit.hw.boards import BOARDS
-
         table = Table(title="vtakit board presets")
         for col in ("board", "part", "PS", "config", "clock MHz", "bus bits", "registers", "memory port"):
             table.add_column(col)
@@ -34,21 +37,18 @@ def cmd_fpga(args) -> int:
         return 0
     preset, cfg = _board_and_config(args)
     if args.fpga_cmd == "sim-overlay":
-        from vtakit.fpga.simboard import write_sim_overlay
+        from vtakit.fpga.simboard import write_sim_overlay  # lazy: pynq (the simulated board is a pynq.Device)
 
         bit = write_sim_overlay(args.output, preset, cfg, args.flavour)
         console.print(f"simulated overlay for {cfg.label} on the {preset.title} ({args.flavour} registers): {bit} "
                       f"and {bit.with_suffix('.hwh').name}; run it with `vtakit fpga check --sim --overlay {bit}`")
         return 0
-    from vtakit.fpga.project import write_project
 
     project = write_project(preset, cfg, args.output)
     console.print(f"Vivado project for {cfg.label} on the {preset.title} ({preset.part}, {cfg.clock_mhz:g} MHz, "
                   f"{cfg.bus_bytes * 8}-bit {preset.mem_ports[0]}) -> {project.directory}")
     console.print(f"  {len(project.rtl)} RTL files, build.tcl, Makefile, README.md, overlay/{project.sidecar.name}")
     if args.check:
-        from vtakit.fpga.project_checks import check_project
-
         t0 = time.perf_counter()
         problems = check_project(project, yosys=not args.no_yosys)
         if problems:
@@ -64,9 +64,6 @@ def cmd_fpga(args) -> int:
 
 def _overlay_board_and_config(args):
     """Board and config for `fpga check`: the options, else what the overlay says it was built for."""
-    from vtakit.hw.boards import board, board_for
-    from vtakit.fpga.overlay import overlay_config, overlay_files, read_sidecar
-
     built, built_board = None, None
     if args.overlay:
         files = overlay_files(args.overlay)
@@ -79,16 +76,13 @@ def _overlay_board_and_config(args):
 
 
 def cmd_check(args) -> int:
-    from vtakit.fpga.selftest import board_check
-
     preset, cfg = _overlay_board_and_config(args)
-    from vtakit.fpga.driver import PynqDevice
 
     if args.programs < 0:  # before a board or the RTL is set up
         raise VtaError(f"--programs must be 0 or more, got {args.programs}")
     t0 = time.perf_counter()
     if args.sim:
-        from vtakit.fpga.simboard import SimBoard, simulated_pynq
+        from vtakit.fpga.simboard import SimBoard, simulated_pynq  # lazy: pynq (the simulated board needs it)
 
         device = (PynqDevice(cfg, args.overlay, board=preset, device=SimBoard(preset)) if args.overlay
                   else simulated_pynq(cfg, preset, flavour=args.flavour))

@@ -10,11 +10,16 @@ from rich.table import Table
 
 from vtakit.cli._common import CONFIG_HELP, console, load_config
 from vtakit.errors import VtaError
+from vtakit.hw.build import build
+from vtakit.hw.cosim import cosim
+from vtakit.hw.gen import generate
+from vtakit.hw.pnr import pnr
+from vtakit.hw.synth import PARTS, synth
+from vtakit.hw.timing import NET_DELAY_NS, XCUP_SCALE, timing
+from vtakit.isa.image import ProgramImage
 
 
 def cmd_gen(args) -> int:
-    from vtakit.hw.gen import generate
-
     cfg = load_config(args.config)
     files = generate(cfg, args.output)
     console.print(f"config {cfg.label}: {len(files)} files -> {args.output} "
@@ -23,8 +28,6 @@ def cmd_gen(args) -> int:
 
 
 def cmd_build(args) -> int:
-    from vtakit.hw.build import build
-
     cfg = load_config(args.config)
     t0 = time.perf_counter()
     lib = build(cfg, trace=args.trace)
@@ -34,15 +37,11 @@ def cmd_build(args) -> int:
 
 
 def cmd_synth(args) -> int:
-    from vtakit.hw.synth import synth
-
     cfg = load_config(args.config)
     with console.status(f"Yosys synth_xilinx of {cfg.label} (minutes on first run, cached after)"):
         result = synth(cfg, args.part)
     est = None
     if not args.no_timing:
-        from vtakit.hw.timing import timing
-
         with console.status(f"static timing of {cfg.label} (an xc7 synthesis if not cached)"):
             est = timing(cfg, args.part)
     if args.json:
@@ -52,7 +51,6 @@ def cmd_synth(args) -> int:
             out["timing"] = est.to_dict()
         print(json.dumps(out, indent=2))
         return 0
-    from vtakit.hw.synth import PARTS
 
     part = PARTS[result.part]
     table = Table(title=f"vtakit hw synth: config {cfg.label} on {part.name} (Yosys synth_xilinx)")
@@ -70,8 +68,6 @@ def cmd_synth(args) -> int:
 
 
 def _print_timing(est) -> None:
-    from vtakit.hw.timing import NET_DELAY_NS, XCUP_SCALE
-
     basis = "7-series -1 cell delays" if est.scale == 1.0 else f"7-series -1 cell delays x {XCUP_SCALE}"
     console.print(f"timing ({basis}, hw/timing.py): logic delay {est.logic_ns:.2f} ns over {est.levels} levels, "
                   f"{est.start} -> {est.end}")
@@ -82,8 +78,6 @@ def _print_timing(est) -> None:
 
 
 def cmd_pnr(args) -> int:
-    from vtakit.hw.pnr import pnr
-
     cfg = load_config(args.config)
     with console.status(f"Yosys synth_ecp5 + nextpnr-ecp5 of {cfg.label} (tens of minutes on first run, cached after)"):
         r = pnr(cfg)
@@ -100,9 +94,6 @@ def cmd_pnr(args) -> int:
 
 
 def cmd_cosim(args) -> int:
-    from vtakit.hw.cosim import cosim
-    from vtakit.isa.image import ProgramImage
-
     image = ProgramImage.load(args.program)
     if args.config and load_config(args.config) != image.config:
         raise VtaError(f"{args.program} was built for config {image.config.label}, not {args.config}")

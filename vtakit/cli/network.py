@@ -12,18 +12,26 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from vtakit.cli._common import CONFIG_HELP, DeprecatedAlias, console, png_path, progress_console
-from vtakit.devices import device_names
-from vtakit.compiler.options import CHOICES, QUANT_OPTIONS, CalibrationMethod, CompileOptions, QuantOptions
-from vtakit.compiler.quant.techniques import catalog  # noqa: F401  (each technique's option: its flag)
-from vtakit.compiler.quant.recipe import recipe_table
+from vtakit.compiler.frontend.limits import use_limits
+from vtakit.compiler.frontend.onnx_import import import_onnx
+from vtakit.compiler.module.compiled import CompiledModule
 from vtakit.compiler.module.notes import QuantNotes
 from vtakit.compiler.module.report import calibration_lines, host_reason_lines
 from vtakit.compiler.module.runner import NonFiniteInputWarning
+from vtakit.compiler.options import CHOICES, CalibrationMethod, CompileOptions, QUANT_OPTIONS, QuantOptions
+from vtakit.compiler.pipeline import compile_module, optimize
+from vtakit.compiler.quant.accuracy import accuracy_report
+from vtakit.compiler.quant.int8 import first_sample_shapes
+from vtakit.compiler.quant.recipe import recipe_table
+from vtakit.compiler.quant.recipe_search import float_and_int8_auto
+from vtakit.compiler.quant.techniques import catalog  # noqa: F401  (each technique's option: its flag)
+from vtakit.devices import device_names
 from vtakit.errors import CompileError, VtaError, one_line
 from vtakit.files import check_archive, regular_file
-from vtakit.isa.config import DEFAULT_PRESET
+from vtakit.isa.config import DEFAULT_PRESET, HwConfig
 from vtakit.scheduling.log import tuning_context
 
 
@@ -103,8 +111,6 @@ def _number(text: str, spec: str) -> object:
 
 
 def cmd_compile(args) -> int:
-    from vtakit.compiler.pipeline import compile_module
-
     cal = _calibration(args.calibrate)
     t0 = time.perf_counter()
     options = CompileOptions(target=args.target, host=args.host, quant=_quant_options(args),
@@ -157,8 +163,6 @@ def _write_roofline(rep, path: str, say) -> None:
 
 
 def cmd_run(args) -> int:
-    from vtakit.compiler.module.compiled import CompiledModule
-
     module = CompiledModule.load(args.module, max_bytes=_max_module_bytes(args), trust=args.trust)
     data = _load_arrays(args.input, "input")
     t0 = time.perf_counter()
@@ -245,8 +249,6 @@ def _limit_options(p) -> None:
 
 
 def _limits(args):
-    from vtakit.compiler.frontend.limits import use_limits
-
     return use_limits(getattr(args, "max_tensor_mb", None), getattr(args, "max_model_mb", None))
 
 
@@ -275,7 +277,6 @@ def _search_progress(enabled: bool):
     if not enabled or not progress_console.is_terminal:  # a bar on a pipe or a file leaves only a blank line
         yield None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=progress_console, transient=True) as bar:
@@ -304,13 +305,6 @@ def _keep_float(spec: str) -> tuple[str, ...]:
 
 def cmd_accuracy(args) -> int:
     """`report MODEL --accuracy`: the float and int8 graphs side by side, per layer."""
-    from vtakit.compiler.quant.accuracy import accuracy_report
-    from vtakit.compiler.pipeline import optimize
-    from vtakit.compiler.quant.int8 import first_sample_shapes
-    from vtakit.compiler.quant.recipe_search import float_and_int8_auto
-    from vtakit.isa.config import HwConfig
-    from vtakit.compiler.frontend.onnx_import import import_onnx
-
     cal = _calibration(args.calibrate)
     with _limits(args):
         graph = optimize(import_onnx(args.module, _input_shapes(args.input_shape), bind=first_sample_shapes(cal)))
@@ -344,8 +338,6 @@ def cmd_accuracy(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from vtakit.compiler.module.compiled import CompiledModule
-
     if args.accuracy:
         if args.json:
             raise VtaError("--json prints a module's report; the --accuracy comparison prints tables only")

@@ -9,10 +9,16 @@ from pathlib import Path
 import numpy as np
 
 from vtakit.cli._common import CONFIG_HELP, DeprecatedAlias, console, load_config
-from vtakit.errors import VtaError
+from vtakit.errors import IsaError, RtlError, VtaError
 from vtakit.files import make_parent, read_limited
+from vtakit.hw.gen import SUPPORTED_BUS_BYTES, check_supported
+from vtakit.isa.asm import asm, disasm
 from vtakit.isa.config import PRESETS
-from vtakit.isa.image import MAX_IMAGE_BYTES
+from vtakit.isa.encoding import encode_program
+from vtakit.isa.fields import INSN_BYTES
+from vtakit.isa.image import MAX_IMAGE_BYTES, ProgramImage
+from vtakit.sim import run_image
+from vtakit.tables import config_table, presets_table, stats_tables
 
 MAX_TEXT_BYTES = 256 << 20
 """An assembly source may hold at most this (256 MiB, some 10 M instructions)."""
@@ -21,9 +27,6 @@ SIM_DEVICES = ["cycle", "functional", "sim", "fsim", "rtl"]
 
 
 def cmd_config(args) -> int:
-    from vtakit.tables import config_table, presets_table
-
-    from vtakit.hw.gen import SUPPORTED_BUS_BYTES
 
     buses = " and ".join(f"{b * 8}-bit" for b in SUPPORTED_BUS_BYTES)
     if args.list:
@@ -41,9 +44,6 @@ def cmd_config(args) -> int:
 
 def rtl_support(cfg) -> str:
     """Whether the RTL builds `cfg`: it implements some memory-bus widths only (hw.gen)."""
-    from vtakit.errors import RtlError
-    from vtakit.hw.gen import check_supported
-
     try:
         check_supported(cfg)
     except RtlError as e:
@@ -52,9 +52,6 @@ def rtl_support(cfg) -> str:
 
 
 def cmd_asm(args) -> int:
-    from vtakit.isa.asm import asm
-    from vtakit.isa.encoding import encode_program
-
     cfg = load_config(args.config)
     source = Path(args.source)
     text = read_limited(source, "assembly source", MAX_TEXT_BYTES)  # asm decodes each line: bad bytes name it
@@ -74,9 +71,6 @@ streamed, so memory stays bounded by the chunk, not by the program."""
 
 
 def cmd_disasm(args) -> int:
-    from vtakit.isa.fields import INSN_BYTES
-    from vtakit.isa.image import ProgramImage
-
     path = Path(args.program)
     if path.suffix == ".npz":
         image = ProgramImage.load(path)
@@ -107,10 +101,6 @@ def cmd_disasm(args) -> int:
 
 def _write_listing(code: np.ndarray, cfg, uop_source) -> None:
     """disasm's listing of `code`, decoded and written DISASM_CHUNK instructions at a time."""
-    from vtakit.errors import IsaError
-    from vtakit.isa.asm import disasm
-    from vtakit.isa.fields import INSN_BYTES
-
     n = code.size // INSN_BYTES
     sys.stdout.write(f"; vtakit listing  config={cfg.label}  instructions={n}\n")
     for start in range(0, n, DISASM_CHUNK):
@@ -125,10 +115,6 @@ def _write_listing(code: np.ndarray, cfg, uop_source) -> None:
 
 
 def cmd_sim(args) -> int:
-    from vtakit.isa.image import ProgramImage
-    from vtakit.tables import stats_tables
-    from vtakit.sim import run_image
-
     image = ProgramImage.load(args.program)
     if args.config and load_config(args.config) != image.config:
         raise VtaError(f"{args.program} was built for config {image.config.label}, not {args.config}")

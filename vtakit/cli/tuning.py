@@ -10,11 +10,18 @@ from rich.table import Table
 
 from vtakit.cli._common import CONFIG_HELP, console, load_config, progress_console
 from vtakit.errors import VtaError
+from vtakit.scheduling.executor import executor
+from vtakit.scheduling.log import TuningLog
+from vtakit.scheduling.measure import Measurer
+from vtakit.scheduling.model import TrainingSet
+from vtakit.scheduling.schedule_space import ConvSpace
+from vtakit.scheduling.task import workload_tasks
+from vtakit.scheduling.tune import tune_task
+from vtakit.scheduling.tuner_race import TARGET, race, ratio_summary
+from vtakit.scheduling.tuners import TUNERS
 
 
 def _tasks(args):
-    from vtakit.scheduling.task import workload_tasks
-
     cfg = load_config(args.config)
     layers = [x.strip() for x in args.layers.split(",") if x.strip()] if args.layers else None
     return cfg, workload_tasks(args.workload, cfg, layers)
@@ -27,13 +34,6 @@ def _check_counts(args) -> None:
 
 
 def cmd_tune(args) -> int:
-    from vtakit.scheduling.executor import executor
-    from vtakit.scheduling.log import TuningLog
-    from vtakit.scheduling.measure import Measurer
-    from vtakit.scheduling.model import TrainingSet
-    from vtakit.scheduling.schedule_space import ConvSpace
-    from vtakit.scheduling.tune import tune_task
-
     _check_counts(args)
     cfg, tasks = _tasks(args)
     measurer = Measurer(args.device, check=not args.no_check)
@@ -99,10 +99,6 @@ def _print_tuned(results, cfg, seconds: float) -> None:
 
 
 def cmd_bench_tuner(args) -> int:
-    from vtakit.scheduling.tuner_race import TARGET, race, ratio_summary
-    from vtakit.scheduling.executor import executor
-    from vtakit.scheduling.measure import Measurer
-
     _check_counts(args)
     if args.seeds < 1:
         raise VtaError(f"--seeds must be >= 1, got {args.seeds}")
@@ -148,8 +144,6 @@ def add_measure_options(p, trials: int) -> None:
 
 
 def register(sub) -> None:
-    from vtakit.scheduling.tuners import TUNERS
-
     t = sub.add_parser("tune", help="search schedules for a workload's layers, logging every measurement")
     t.add_argument("--config", help=CONFIG_HELP)
     add_measure_options(t, 200)

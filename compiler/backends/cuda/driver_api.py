@@ -28,7 +28,7 @@ _ALL_BITS = (1 << 64) - 1
 
 def _driver():
     try:
-        from cuda.bindings import driver
+        from cuda.bindings import driver  # lazy: cuda (cuda-bindings, the cuda extra)
     except ImportError:
         raise DeviceError("the CUDA driver bindings are not installed (pip install cuda-bindings)") from None
     return driver
