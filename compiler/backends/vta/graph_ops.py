@@ -264,11 +264,18 @@ def place_qconv(g: Graph, n: Node, cfg, cost: bool = True) -> str | None:
     a = n.attrs
     if a["dilations"] != (1, 1) and list(a["dilations"]) != [1, 1]:
         return "dilated convolution"
-    if a["strides"][0] != a["strides"][1]:
+    if a["strides"][0] != a["strides"][1] and not _width_one(g, n):
         return "different strides along H and W"
     if a["group"] != 1:
         return place_depthwise(g, n, cfg, cost)
     return WIDE_CONV_REASON if "wide" in a and "residual" not in a else None
+
+
+def _width_one(g: Graph, n: Node) -> bool:
+    """Whether a conv's output is one column wide by its geometry (a 1-D conv's (N, C, L, 1) view, a (k, 1)
+    kernel, no padding along W): its stride along W then changes nothing, and the H stride serves for both."""
+    a = n.attrs
+    return act_nchw(g.tensors[n.inputs[0]].shape)[3] == 1 and a["kernel"][1] == 1 and a["pads"][1] == a["pads"][3] == 0
 
 
 def place_maxpool(g: Graph, n: Node, cfg) -> str | None:
