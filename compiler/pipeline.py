@@ -145,6 +145,10 @@ def _order(c: Compilation) -> None:
     c.graph.notes["host_segments"] = (before, count_segments(c.graph, c.place))
 
 
+LOWERING_FAILED = "the accelerator's lowering failed"
+"""How a host reason starts for a node the partition put on the accelerator whose lowering then failed."""
+
+
 def _lower(c: Compilation) -> None:
     """One task per node; a node whose lowering fails (a field too narrow for its padding, a shape no tiling
     fits) runs on the host instead, with the failure as its reason: an accelerator limit never aborts a compile."""
@@ -163,7 +167,7 @@ def _lower(c: Compilation) -> None:
             except Exception as e:  # noqa: BLE001 - any failure of one node's lowering: that node to the host
                 c.place[n.name] = "host"
                 what = str(e) if isinstance(e, VtaError) else f"{type(e).__name__}: {e}"
-                reasons[n.name] = f"the accelerator's lowering failed: {one_line(what)}"
+                reasons[n.name] = f"{LOWERING_FAILED}: {one_line(what)}"
         c.tasks.append(n.name)
 
 

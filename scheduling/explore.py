@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from vtakit.compiler import zoo
-from vtakit.compiler.pipeline import compile_module
-from vtakit.errors import BudgetExceeded, DeviceTimeout, RtlError, VtaError
+from vtakit.compiler.pipeline import LOWERING_FAILED, compile_module
+from vtakit.errors import BudgetExceeded, CompileError, DeviceTimeout, RtlError, VtaError
 from vtakit.hw.gen import package_text
 from vtakit.hw.synth import PARTS, TARGET_PARTS, synth as synthesize_part
 from vtakit.hw.timing import XCUP_SCALE, analysis
@@ -129,6 +129,7 @@ def measure_point(network: str, cfg: HwConfig, images: int, seed: int,
     try:
         t0 = time.perf_counter()
         module, tuned = _compile(network, cfg, images, seed, tuning_logs)
+        _check_fit(module)
         t1 = time.perf_counter()
         stage = "simulate"
         rng = np.random.default_rng(seed)
@@ -148,6 +149,16 @@ def measure_point(network: str, cfg: HwConfig, images: int, seed: int,
             "gmacs": rep.accelerator_macs / 1e9, "accel_tasks": len(module.vta_tasks()),
             "host_tasks": len(module.tasks) - len(module.vta_tasks()), "tuned_layers": tuned, "cosine": cosine,
             "seconds": {"compile": round(t1 - t0, 2), "simulate": round(t2 - t1, 2)}}
+
+
+def _check_fit(module) -> None:
+    """A configuration some accelerator layer does not fit (its lowering failed, so the compiler ran it on the
+    host) is a failed point: its cycles would count less work, not a faster design."""
+    unfit = {n: why for n, why in module.notes.host_reasons.items() if why.startswith(LOWERING_FAILED)}
+    if unfit:
+        node, why = next(iter(unfit.items()))
+        raise CompileError(f"{len(unfit)} accelerator layer(s) do not fit this configuration "
+                           f"({node}: {why[len(LOWERING_FAILED) + 2:]})")
 
 
 def _cosine(network: str, images: int, feeds: dict, got: dict) -> float:
