@@ -106,7 +106,7 @@ def yolos_boxes(out: dict[str, np.ndarray], threshold: float = 0.3):
     p = (p / p.sum(-1, keepdims=True))[:, :-1]
     keep = p.max(1) > threshold
     cx, cy, w, h = boxes[keep].T
-    xyxy = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], 1) * [YOLOS_SIZE[1], YOLOS_SIZE[0]] * 2
+    xyxy = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], 1) * np.array([YOLOS_SIZE[1], YOLOS_SIZE[0]] * 2)
     return xyxy, p.max(1)[keep], p.argmax(1)[keep]
 
 
