@@ -1,4 +1,4 @@
-"""GatherElements: out[i][j][k] = data[index[i][j][k]][j][k] (along `axis`), in numpy.
+"""GatherElements: `out[i][j][k] = data[index[i][j][k]][j][k]` (along `axis`), in numpy.
 
 onnx.reference (onnx 1.22 and 1.23) fails when the indices are smaller than the data along an axis other
 than `axis` (a Hugging Face BERT export: data (1, 512), indices (1, 128): "cannot reshape array of size 1
