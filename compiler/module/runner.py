@@ -20,6 +20,7 @@ from vtakit.errors import CompileError, DeviceError, VtaError
 from vtakit.compiler.backends import cpu
 from vtakit.compiler.ops.execute import check_feeds, run_node
 from vtakit.compiler.passes.lower import ActBuffer, VtaTask
+from vtakit.compiler.module.packed_host import packed_nodes, tile_constant
 from vtakit.compiler.backends.vta.packing import ReductionPacking
 from vtakit.compiler.backends.vta.runtime import act_nchw, join_planes
 from vtakit.isa.fields import INSN_BYTES
@@ -43,7 +44,8 @@ class TaskTiming:
 class RunResult:
     outputs: dict[str, np.ndarray]
     tasks: list[TaskTiming] = field(default_factory=list)
-    border_transfers: int = 0  # activations packed into or unpacked from DRAM by the host
+    border_transfers: int = 0  # crossings: activations the host unpacks from or packs into DRAM (a tile a host
+    # activation reads and writes back in its own packed layout counts once: packed_host.py)
     device: str = ""
 
     @property
@@ -101,15 +103,27 @@ def bind(module, device) -> Binding:
     return Binding(device, base, code)
 
 
-def _read_act(module, b: Binding, buf: ActBuffer, shape: tuple[int, ...]) -> np.ndarray:
+def _read_packed(module, b: Binding, buf: ActBuffer, shape: tuple[int, ...]) -> np.ndarray:
+    """An activation's tile as it lies in DRAM, (N/batch, C/block, H, W, batch, block), a copy."""
     cfg = module.config
     off, size = module.plan.slots[buf.key]
     raw = b.device.dram[b.base + off:b.base + off + size]
     n, c, h, w = act_nchw(shape)
-    nb, cb = ceil_div(n, cfg.batch), ceil_div(c, buf.block)
-    packed_shape = (nb, cb, h, w, cfg.batch, buf.block)
-    packed = join_planes(raw, buf.planes, packed_shape)
-    return cpu.unpack_activation(np.ascontiguousarray(packed), n, c).reshape(shape)
+    packed_shape = (ceil_div(n, cfg.batch), ceil_div(c, buf.block), h, w, cfg.batch, buf.block)
+    return np.array(join_planes(raw, buf.planes, packed_shape))
+
+
+def _read_act(module, b: Binding, buf: ActBuffer, shape: tuple[int, ...]) -> np.ndarray:
+    n, c, _, _ = act_nchw(shape)
+    return cpu.unpack_activation(_read_packed(module, b, buf, shape), n, c).reshape(shape)
+
+
+def _write_packed(module, b: Binding, buf: ActBuffer, packed: np.ndarray) -> None:
+    off, size = module.plan.slots[buf.key]
+    data = np.ascontiguousarray(packed).view(np.uint8).reshape(-1)
+    if data.size != size:
+        raise DeviceError(f"packed {buf.tensor} has {data.size} bytes, its buffer {size}")
+    b.device.dram[b.base + off:b.base + off + size] = data
 
 
 def _write_act(module, b: Binding, buf: ActBuffer, value: np.ndarray) -> None:
@@ -117,12 +131,7 @@ def _write_act(module, b: Binding, buf: ActBuffer, value: np.ndarray) -> None:
     v4 = value.reshape(act_nchw(value.shape))
     if buf.packing:   # the conv reading it runs on a host-side im2col / space-to-depth of it
         v4 = ReductionPacking.from_spec(buf.packing).input(v4)
-    packed = cpu.pack_activation(np.ascontiguousarray(v4), cfg.batch, buf.block)
-    off, size = module.plan.slots[buf.key]
-    data = packed.view(np.uint8).reshape(-1)
-    if data.size != size:
-        raise DeviceError(f"packed {buf.tensor} has {data.size} bytes, its buffer {size}")
-    b.device.dram[b.base + off:b.base + off + size] = data
+    _write_packed(module, b, buf, cpu.pack_activation(np.ascontiguousarray(v4), cfg.batch, buf.block))
 
 
 def _host_array(value) -> np.ndarray:
@@ -142,6 +151,8 @@ def run_module(module, b: Binding | None, inputs: dict[str, np.ndarray], timeout
     written: set[str] = set()  # buffer keys that hold their tensor's current value
     result = RunResult({})
     nodes = {n.name: n for n in g.nodes}
+    on_tiles = packed_nodes(g, module.tasks) if b is not None and not host_only and kernels is cpu else {}
+    tiles: dict[str, np.ndarray] = {}  # tensors held in the accelerator's packed layout (packed_host.py)
 
     def host_value(t: str) -> np.ndarray:
         if t not in env:
@@ -149,15 +160,28 @@ def run_module(module, b: Binding | None, inputs: dict[str, np.ndarray], timeout
             result.border_transfers += 1
         return env[t]
 
+    def tile(t: str, node) -> np.ndarray:
+        """An operand of a node that runs on packed tiles: a constant laid out as its tiles, a tile made on
+        the host, or an accelerator result read as it lies in DRAM (the one crossing of the round trip)."""
+        if g.is_const(t):
+            return tile_constant(env[t], g.tensors[node.outputs[0]].shape, on_tiles[node.name])
+        if t not in tiles:
+            tiles[t] = _read_packed(module, b, in_dram[t], g.tensors[t].shape)
+            result.border_transfers += 1
+        return tiles[t]
+
     for task in module.tasks:
         node = nodes[task.node if isinstance(task, VtaTask) else task]
         t0 = time.perf_counter()
         if isinstance(task, VtaTask) and not host_only:
             for buf in task.inputs:
                 if buf.key not in written:
-                    _write_act(module, b, buf, _host_array(host_value(buf.tensor)))
+                    if buf.tensor in tiles:  # back in its layout: the same crossing as its read
+                        _write_packed(module, b, buf, tiles[buf.tensor])
+                    else:
+                        _write_act(module, b, buf, _host_array(host_value(buf.tensor)))
+                        result.border_transfers += 1
                     written.add(buf.key)
-                    result.border_transfers += 1
             addr, count = b.code[task.node]
             stats = b.device.run(addr, count, timeout_s=timeout_s)
             out = task.output
@@ -166,8 +190,10 @@ def run_module(module, b: Binding | None, inputs: dict[str, np.ndarray], timeout
             result.tasks.append(TaskTiming(task.node, task.op, "vta", stats.cycles, time.perf_counter() - t0,
                                            task.macs, stats.bytes_moved, stats))
         else:
+            on_tile = node.name in on_tiles
             try:
-                value = run_node(node, [host_value(t) if t else None for t in node.inputs], kernels)
+                value = run_node(node, [(tile(t, node) if on_tile else host_value(t)) if t else None
+                                        for t in node.inputs], kernels)
             except VtaError:
                 raise
             except (ArithmeticError, LookupError, TypeError, ValueError) as e:  # e.g. attributes a file forged
@@ -175,7 +201,7 @@ def run_module(module, b: Binding | None, inputs: dict[str, np.ndarray], timeout
                                    op=node.op) from None
             if kernels is not cpu:
                 kernels.synchronize()  # the task's time includes its kernels
-            env[node.outputs[0]] = value
+            (tiles if on_tile else env)[node.outputs[0]] = value
             result.tasks.append(TaskTiming(node.name, node.op, "host", None, time.perf_counter() - t0,
                                            getattr(task, "macs", 0)))
     result.outputs = {o: _host_array(host_value(o)) for o in g.outputs}
