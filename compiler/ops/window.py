@@ -202,7 +202,18 @@ def _convert_pool(imp, n, name: str, at: dict) -> None:
             convert_generic(imp, n, name, at)
             return
         attrs.update(ceil_mode=bool(at.get("ceil_mode", 0)), count_include_pad=bool(at.get("count_include_pad", 0)))
+    if _covers_input(imp.graph.tensors[ins[0]].shape[2:], attrs):
+        op = "GlobalAveragePool" if op == "AveragePool" else "GlobalMaxPool"
+        imp.emit(op, name, ins[:1], outs[:1], {})
+        return
     imp.emit(op, name, ins[:1], outs[:1], attrs)
+
+
+def _covers_input(size, a: dict) -> bool:
+    """Whether an unpadded window with ceil_mode is one window over the whole input (transformers'
+    EfficientNet pools a 7x7 map with a 2560 window): the global pool it is, whatever the window's size."""
+    return (a["ceil_mode"] and not any(a["pads"]) and a.get("dilations", (1, 1)) == (1, 1)
+            and all(k >= n and pool_out(n, k, st, 0, 0, 1, True) == 1 for n, k, st in zip(size, a["kernel"], a["strides"])))
 
 
 def _infer_pool(node: Node, g: Graph) -> list[TensorInfo]:
