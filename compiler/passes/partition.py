@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from vtakit.errors import CompileError
 from vtakit.compiler.ir import Graph, Node
 from vtakit.compiler.ops import Precision, op_def, precision_of
-from vtakit.compiler.backends.vta.graph_ops import NO_FORM, accelerator_reason
+from vtakit.compiler.backends.vta.graph_ops import NO_FORM, accelerator_reason, refusal_reason
 from vtakit.isa.config import HwConfig
 
 PLACES = ("vta", "host")
@@ -88,12 +88,11 @@ def host_bound(g: Graph, cfg: HwConfig, options: PartitionOptions | None = None)
     """The float graph's int8-capable nodes (Conv, Dense, Add) that would run on the host, node -> why:
     quantizing them buys no speed and costs accuracy, so they stay float there (precision follows placement).
 
-    A node goes to the host when the placement rule of its int8 op sends it there on a one-node view with
-    int8 activations (its geometry decides: strides, dilations, grouping, shapes, and a depthwise conv's
-    cycle-model cost, judged as an int8-to-int8 conv; not the exponents quantization will choose: where the
-    int8 node's own placement differs, that node runs on the host in int8 as before), when the options ask
-    for the host, or, for an add, when neither operand comes from the accelerator (through
-    precision-neutral ops)."""
+    A node goes to the host when the placement rule of its int8 op refuses it on a one-node view with int8
+    activations (its geometry decides: strides, dilations, grouping, shapes; not the exponents quantization
+    will choose, and not a cost choice such as a depthwise conv the cycle model puts cheaper on the host,
+    which is made on the int8 node as before), when the options ask for the host, or, for an add, when
+    neither operand comes from the accelerator (through precision-neutral ops)."""
     forced = _forced(g, options or PartitionOptions(), "Conv", "Dense")
     out: dict[str, str] = {}
     on_accelerator: set[str] = set()  # tensors an accelerator node would make (then int8 through neutral ops)
@@ -107,7 +106,7 @@ def host_bound(g: Graph, cfg: HwConfig, options: PartitionOptions | None = None)
         if n.attrs.get("keep_float") or (d.int8_form is not None and not d.int8_form(g, n)):
             continue
         view = _int8_view(g, n, d.int8_op)
-        why = "asked for the host" if n.name in forced else accelerator_reason(view, view.nodes[0], cfg)
+        why = "asked for the host" if n.name in forced else refusal_reason(view, view.nodes[0], cfg)
         if why is None and d.int8_rule == "sum" and not any(i in on_accelerator for i in acts):
             why = ISOLATED_ADD
         if why is None:
@@ -124,9 +123,5 @@ def _int8_view(g: Graph, n: Node, int8_op: str) -> Graph:
         if not g.is_const(t):
             tensors[t] = replace(tensors[t], dtype="int8")
     consts = {t: g.consts[t] for t in n.inputs if t and g.is_const(t)}
-    attrs = dict(n.attrs)
-    if int8_op == "QConv":  # an int8 output with some shift, as quantization will make it (the cycle model's cost)
-        attrs.setdefault("shift", 0)
-        attrs.setdefault("clip", (-128, 127))
-    node = Node(int8_op, n.name, list(n.inputs), list(n.outputs), attrs)
+    node = Node(int8_op, n.name, list(n.inputs), list(n.outputs), dict(n.attrs))
     return Graph([node], tensors, [t for t in n.inputs if t and t not in consts], list(n.outputs), consts)

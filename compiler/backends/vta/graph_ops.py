@@ -111,15 +111,16 @@ def _depthwise_args(g: Graph, n: Node, cfg: HwConfig) -> tuple[dict, np.ndarray 
                 name=n.name), shift_vector
 
 
-def place_depthwise(g: Graph, n: Node, cfg: HwConfig) -> str | None:
+def place_depthwise(g: Graph, n: Node, cfg: HwConfig, cost: bool = True) -> str | None:
     """Why a grouped QConv stays on the host (None: the accelerator takes it as a block-diagonal GEMM,
-    where the cycle model puts it cheaper than the host round trip, `depthwise.depthwise_choice`)."""
+    where the cycle model puts it cheaper than the host round trip, `depthwise.depthwise_choice`; with
+    `cost` False, wherever it can)."""
     if not is_depthwise(g, n):
         return "grouped convolution (only depthwise: one input channel per group)"
     if g.tensors[n.inputs[0]].dtype != "int8":
         return FLOAT_INPUT
     reason = depthwise_reason(cfg)
-    if reason:
+    if reason or not cost:
         return reason
     args, _ = _depthwise_args(g, n, cfg)
     return depthwise_choice(cfg, **args)
@@ -222,6 +223,12 @@ def accelerator_reason(g: Graph, n: Node, cfg: HwConfig) -> str | None:
     return d.accel(g, n, cfg)
 
 
+def refusal_reason(g: Graph, n: Node, cfg: HwConfig) -> str | None:
+    """`accelerator_reason` without its cost comparisons (a depthwise conv the cycle model puts cheaper on
+    the host can still run there): why the accelerator cannot take the node at all, or None."""
+    return place_qconv(g, n, cfg, cost=False) if n.op == "QConv" else accelerator_reason(g, n, cfg)
+
+
 def lowering_rule(n: Node) -> Callable[..., AccelProgram] | None:
     """The node's op's lowering rule, None when the accelerator takes no such op."""
     return op_def(n.op, n).lower
@@ -253,14 +260,14 @@ def place_relu(g: Graph, n: Node, cfg) -> str | None:
     return None if x.shape else "scalar relu"
 
 
-def place_qconv(g: Graph, n: Node, cfg) -> str | None:
+def place_qconv(g: Graph, n: Node, cfg, cost: bool = True) -> str | None:
     a = n.attrs
     if a["dilations"] != (1, 1) and list(a["dilations"]) != [1, 1]:
         return "dilated convolution"
     if a["strides"][0] != a["strides"][1] and not _width_one(g, n):
         return "different strides along H and W"
     if a["group"] != 1:
-        return place_depthwise(g, n, cfg)
+        return place_depthwise(g, n, cfg, cost)
     return WIDE_CONV_REASON if "wide" in a and "residual" not in a else None
 
 
