@@ -141,8 +141,8 @@ def correct_bias(graph: Graph, samples: list[dict[str, np.ndarray]],
     g = graph.copy()
     means = input_means(g, samples)
     for n in g.nodes:
-        if not has_const_weights(g, n) or n.inputs[0] not in means:
-            continue
+        if not has_const_weights(g, n) or n.inputs[0] not in means or n.attrs.get("keep_float"):
+            continue  # a node kept float has no int8 weight error to offset
         w = g.consts[n.inputs[1]].astype(np.float64)
         mu = means[n.inputs[0]]
         dw = None if shifts and n.name in shifts else quantized_weight(g.consts[n.inputs[1]]).astype(np.float64) - w

@@ -250,7 +250,7 @@ def weight_rounding_stage(state: WeightState, mode: WeightRoundingMode) -> Weigh
     if mode is not WeightRoundingMode.GPTQ or state.options.requant is not RequantMode.POW2 or state.qdq:
         return state
     u = state.uncorrected
-    names = [n.name for n in u.nodes if int8_rule(n.op) == "weights"]
+    names = [n.name for n in u.nodes if int8_rule(n.op) == "weights" and not n.attrs.get("keep_float")]
     rounded, found, rounding = plan_rounding(u, state.samples, names, state.weight_exponents)
     state = replace(state, shifts={**state.shifts, **found},
                     seeds={**state.seeds, **{(ROUNDED_KEY, name): r for name, r in rounded.items()}})
