@@ -48,6 +48,9 @@ import vtakit
 from vtakit.compiler import zoo
 from vtakit.compiler.backends import cuda
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere: benchmarks.*
+from benchmarks.cuda_kernels import cuda_torch  # noqa: E402  (one check of a CUDA build of torch for both)
+
 NETWORKS = ("resnet18", "mobilenet_v1")
 
 
@@ -252,20 +255,6 @@ def measure(name: str, batch: int, torch, ort, runs: int, rows: list[Row], emit:
             q_out = quantized.run(None, feed)[0]
             check = "no reference" if want is None else f"max rel err vs float pytorch {max_relative_error(q_out, want):.2e}"
             add("int8", "onnxruntime QDQ (CPU)", median_ms(lambda: quantized.run(None, feed), runs), check)
-
-
-def cuda_torch():
-    """PyTorch when it is a CUDA build that sees a GPU (TF32 off), else (None, why not)."""
-    try:
-        import torch  # pyright: ignore[reportMissingImports]  (optional: a CUDA build of torch, to compare against)
-    except ImportError:
-        return None, "PyTorch is not installed"
-    if not torch.cuda.is_available():
-        return None, f"PyTorch {torch.__version__} cannot use the GPU (a CPU-only build, or no driver)"
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.benchmark = True
-    return torch, ""
 
 
 def main(argv: list[str] | None = None) -> int:
