@@ -21,9 +21,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere: tests.support
 
+from rich.console import Console  # noqa: E402
+
 from tests.support import corpus  # noqa: E402
 from tests.support.corpus.entry import Unavailable  # noqa: E402
 from tests.support.corpus.harness import Row, as_dict, measure, reasons, table  # noqa: E402
+
+
+WIDTH = 240
+"""Wide enough for every column unwrapped (rich draws the table only as wide as its cells need)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(f"{e.name}: {'pass' if row.passed else '; '.join(row.failures)} ({time.perf_counter() - t0:.0f} s)",
               file=sys.stderr, flush=True)
-    print(table(rows))
+    Console(width=WIDTH, color_system=None, highlight=False).print(table(rows))  # one line per model
     for line in reasons(rows):
         print(line)
     passed = sum(r.passed for r in rows)

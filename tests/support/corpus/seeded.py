@@ -19,12 +19,14 @@ import numpy as np
 from tests.support.corpus import inputs, metrics
 from tests.support.corpus.entry import CLASSIFIER, DETECTOR, EMBEDDING, MAP, Entry, Samples
 from tests.support.corpus.export import cached_export
+from tests.support.corpus.lsuv import lsuv
 
 IMAGE = 224
 
 
-SEEDING = "seed0-he"
-"""Part of each export's cache key: how the seeded weights are drawn."""
+SEEDING = "seed0-he-lsuv"
+"""Part of each export's cache key: how the seeded weights are drawn (He-normal, then LSUV on the entry's
+calibration inputs: lsuv.py)."""
 
 
 def variance_preserving(net):
@@ -41,8 +43,10 @@ def variance_preserving(net):
     return net
 
 
-def _transformers(name: str, make: Callable[[Any], Any], args: Callable[[Any], tuple], pick: int = 0) -> Path:
-    """Export transformers' `make(transformers)` (seeded by cached_export), returning output `pick` only."""
+def _transformers(name: str, make: Callable[[Any], Any], args: Callable[[Any], tuple],
+                  samples: Callable[[], Samples], pick: int = 0) -> Path:
+    """Export transformers' `make(transformers)` (seeded by cached_export, then LSUV-initialised on the
+    calibration inputs of `samples`), returning output `pick` only."""
     def build():
         import torch  # pyright: ignore[reportMissingImports]
         import transformers  # pyright: ignore[reportMissingImports]
@@ -57,7 +61,7 @@ def _transformers(name: str, make: Callable[[Any], Any], args: Callable[[Any], t
             def forward(self, *xs):
                 return self.net(*xs)[pick]  # a ModelOutput indexes its fields that are set
 
-        return Exported().eval(), args(torch)
+        return lsuv(Exported().eval(), samples().calibration), args(torch)
 
     return cached_export(f"{name}-{SEEDING}", build)
 
@@ -76,7 +80,7 @@ def _photos(size: int = IMAGE) -> Callable[[], Samples]:
 
 def _vision(name: str, half: str, kind: str, source: str, make, metric, floors, size=IMAGE) -> Entry:
     return Entry(name, half, kind, f"transformers {source} (seeded)",
-                 lambda: _transformers(name, make, _image_args(size)), _photos(size), metric, floors)
+                 lambda: _transformers(name, make, _image_args(size), _photos(size)), _photos(size), metric, floors)
 
 
 def _text_samples(length: int, with_mask: bool) -> Samples:
@@ -129,7 +133,7 @@ def _yolos() -> Path:
                 out = self.net(pixel_values)
                 return out[0], out[1]  # class logits, boxes
 
-        return Exported().eval(), (torch.zeros(1, 3, *YOLOS_SIZE),)
+        return lsuv(Exported().eval(), _yolos_samples().calibration), (torch.zeros(1, 3, *YOLOS_SIZE),)
 
     return cached_export(f"yolos_tiny-{SEEDING}", build)
 
@@ -146,20 +150,20 @@ def _bert() -> Path:
     config = lambda tf: tf.BertConfig(vocab_size=512, hidden_size=256, num_hidden_layers=4,  # noqa: E731
                                       num_attention_heads=4, intermediate_size=1024)
     ids = lambda torch: (torch.zeros(1, 64, dtype=torch.int64), torch.ones(1, 64, dtype=torch.int64))  # noqa: E731
-    return _transformers("hf_bert_mini", lambda tf: tf.BertModel(config(tf)), ids)
+    return _transformers("hf_bert_mini", lambda tf: tf.BertModel(config(tf)), ids, lambda: _text_samples(64, True))
 
 
 def _gpt2() -> Path:
     config = lambda tf: tf.GPT2Config(vocab_size=512, n_positions=128, n_embd=256, n_layer=4, n_head=4)  # noqa: E731
     return _transformers("hf_gpt2_mini", lambda tf: tf.GPT2LMHeadModel(config(tf)),
-                         lambda torch: (torch.zeros(1, 64, dtype=torch.int64),))
+                         lambda torch: (torch.zeros(1, 64, dtype=torch.int64),), lambda: _text_samples(64, False))
 
 
 def _wav2vec2() -> Path:
     config = lambda tf: tf.Wav2Vec2Config(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,  # noqa: E731
                                           intermediate_size=1024, conv_dim=(256,) * 7, num_conv_pos_embeddings=64)
     return _transformers("hf_wav2vec2_mini", lambda tf: tf.Wav2Vec2Model(config(tf)),
-                         lambda torch: (torch.zeros(1, 16000),))
+                         lambda torch: (torch.zeros(1, 16000),), _speech_samples)
 
 
 def entries() -> list[Entry]:
