@@ -27,3 +27,29 @@ def test_corpus_model_meets_its_floors(entry):
     except Unavailable as e:
         pytest.skip(str(e))
     assert row.passed, f"{entry.name} ({entry.half}, {entry.kind}): " + "; ".join(row.failures)
+
+
+def test_lsuv_brings_every_layer_of_a_shrinking_network_to_unit_std():
+    """The seeded networks' initialisation (lsuv.py): a network whose weights shrink its activations a
+    thousandfold a layer comes out with each conv/linear output at unit std on its inputs, the same twice."""
+    torch = pytest.importorskip("torch")
+    import numpy as np
+
+    from tests.support.corpus.lsuv import TOLERANCE, activation_stds, lsuv
+
+    def build():
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Conv2d(8, 8, 3, groups=8),
+                                  torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(8 * 12 * 12, 10)).eval()
+        with torch.no_grad():
+            for p in net.parameters():
+                p.mul_(1e-3)
+        return net
+
+    feeds = [{"x": np.random.default_rng(i).standard_normal((1, 3, 16, 16)).astype(np.float32)} for i in range(4)]
+    before = dict(activation_stds(build(), feeds))
+    assert before["5"] < 1e-4  # the degenerate start: the output has all but vanished
+    nets = [lsuv(build(), feeds) for _ in range(2)]
+    after = dict(activation_stds(nets[0], feeds))
+    assert all(abs(after[name] - 1) <= TOLERANCE for name in ("0", "2", "5")), after
+    assert all(torch.equal(a, b) for a, b in zip(nets[0].parameters(), nets[1].parameters()))
