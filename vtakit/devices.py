@@ -24,7 +24,9 @@ from vtakit.errors import DeviceError
 ACCELERATOR = "accelerator"
 HOST = "host"
 
-# Modules that call register_device when imported, loaded on the first lookup.
+# Modules that call register_device when imported, loaded on the first lookup: a plugin registry, not an
+# import of a dependency (each provider imports this module to register, so importing them here at the top
+# would be a circle).
 _PROVIDERS = ("vtakit.sim.device", "vtakit.hw.device", "vtakit.fpga.driver", "vtakit.fpga.simulated_device", "vtakit.compiler.module.compiled")
 
 

@@ -1,8 +1,8 @@
 """The `vtakit` command line (also `python -m vtakit`).
 
 Each command module under `vtakit/cli/` has `register(subparsers)` and its
-`cmd_*` functions; adding a command is one module plus one entry in
-`COMMAND_MODULES`.  Errors a user can cause arrive as one `error: ...` line on
+`cmd_*` functions; adding a command is one module plus its entry in `COMMANDS`
+(and the import line above it).  Errors a user can cause arrive as one `error: ...` line on
 stderr and exit status 1.  Anything else is a bug in vtakit: it too is one line
 (exit status 2), and VTAKIT_DEBUG=1 shows its traceback.  Usage errors exit with
 status 2, as argparse's do; a command spelled as before it moved into its group
@@ -14,25 +14,26 @@ for the simulated board) is imported inside the command that needs it.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 import warnings
 
+from vtakit.cli import benchmark, compile_op, demo, exploration, fpga_board, hardware, network, tools, tuning
 from vtakit.errors import VtaError, one_line
 
 # In the order `vtakit --help` lists them.
-COMMAND_MODULES = (
-    "tools",          # config, asm, disasm, sim
-    "demo",           # demo
-    "benchmark",      # bench conv2d|dense|sim|isa|tuner
-    "compile_op",     # compile-op
-    "hardware",       # hw gen|build|synth|pnr|cosim
-    "fpga_board",     # fpga boards|project|sim-overlay|check
-    "network",        # compile, run, report
-    "tuning",         # tune
-    "exploration",    # explore
+COMMANDS = (
+    tools,            # config, asm, disasm, sim
+    demo,             # demo
+    benchmark,        # bench conv2d|dense|sim|isa|tuner
+    compile_op,       # compile-op
+    hardware,         # hw gen|build|synth|pnr|cosim
+    fpga_board,       # fpga boards|project|sim-overlay|check
+    network,          # compile, run, report
+    tuning,           # tune
+    exploration,      # explore
 )
+COMMAND_MODULES = tuple(module.__name__.rsplit(".", 1)[-1] for module in COMMANDS)
 
 
 MOVED = {"cosim": ("cosim", "hw cosim"), "board": ("board check", "fpga check")}
@@ -43,8 +44,8 @@ error would only list the commands, so main() names the new spelling."""
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vtakit", description="VTA-style accelerator workbench")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in COMMAND_MODULES:
-        importlib.import_module(f"vtakit.cli.{name}").register(sub)
+    for module in COMMANDS:
+        module.register(sub)
     return parser
 
 
