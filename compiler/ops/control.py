@@ -126,7 +126,7 @@ def _run_scan(node: Node, args: list, k) -> np.ndarray:
     steps = xs[0].shape[a["in_axes"][0]]
     scanned = []
     for t in range(steps):
-        slices = [np.take(x, steps - 1 - t if rev else t, axis=ax)
+        slices = [np.asarray(np.take(x, steps - 1 - t if rev else t, axis=ax))  # a 0-d array, not a numpy scalar
                   for x, ax, rev in zip(xs, a["in_axes"], a["in_dirs"])]
         outs = run_body(node, body, [*state, *slices], args, k)
         state = outs[:n_state]

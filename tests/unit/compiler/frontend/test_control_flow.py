@@ -207,3 +207,14 @@ def test_unsupported_ops_inside_bodies_are_listed_up_front():
     model.opset_import.append(h.make_opsetid("custom", 1))
     with pytest.raises(CompileError, match=r"unsupported ONNX ops: custom\.Gelu2"):
         import_onnx(onnx.ModelProto.FromString(model.SerializeToString()))
+
+
+def test_a_scan_over_a_vector_passes_0_d_arrays_to_its_body():
+    """onnx's own test_scan9_scalar: each step's slice of a 1-D scan input is a 0-d array (np.take gave a
+    numpy scalar, which the host kernels refuse)."""
+    import os
+
+    from tests.support import node_tests
+
+    folder = next(d for d in node_tests.node_dirs() if os.path.basename(d) == "test_scan9_scalar")
+    assert node_tests.run_one(folder) == ("pass", "")
