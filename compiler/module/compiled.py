@@ -26,6 +26,7 @@ from vtakit.compiler.module.container import FORMAT, VERSION, read_module, write
 from vtakit.compiler.module import check
 from vtakit.compiler.module.dram_plan import DramPlan
 from vtakit.compiler.module.notes import CompileNotes
+from vtakit.compiler.module.packed_host import packed_nodes
 from vtakit.compiler.module.report import ModuleReport
 from vtakit.compiler.options import HOSTS
 from vtakit.compiler.ops.execute import check_feeds
@@ -47,6 +48,14 @@ class CompiledModule:
     last_run: RunResult | None = None
     _bindings: dict[int, Binding] = field(default_factory=dict, repr=False)
     _gpu_kernels: dict[int, Any] = field(default_factory=dict, repr=False)
+    _tiles: dict[str, int] | None = field(default=None, repr=False)
+
+    def host_nodes_on_tiles(self) -> dict[str, int]:
+        """The host nodes that run on the accelerator's packed tiles (packed_host.packed_nodes): a property of
+        the graph and the tasks, worked out on the first run rather than on every one."""
+        if self._tiles is None:
+            self._tiles = packed_nodes(self.graph, self.tasks)
+        return self._tiles
 
     # ------------------------------------------------------------- queries
     @property

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from vtakit.compiler.ir import Graph, Node
+from vtakit.compiler.passes.fold import channel_vector
 from vtakit.compiler.passes.lower import ActBuffer, VtaTask
 
 ELEMENTWISE = frozenset({
@@ -33,12 +34,6 @@ def _plain(buf: ActBuffer) -> bool:
     return buf.planes == 1 and not buf.packing
 
 
-def _per_channel(value: np.ndarray, rank: int) -> bool:
-    """Whether a constant broadcasts as one value per channel (axis 1) of a rank-`rank` tensor."""
-    axis = value.ndim - (rank - 1)
-    return rank >= 2 and axis >= 0 and value.shape[axis] == value.size
-
-
 def _local(g: Graph, n: Node) -> bool:
     """The node's own conditions: elementwise, one output, activations of the output's shape, constants
     scalar or one value per channel (a per-channel dequantization's factors)."""
@@ -50,8 +45,8 @@ def _local(g: Graph, n: Node) -> bool:
             continue
         if g.is_const(t):
             v = g.consts[t]
-            if v.size != 1 and not (v.size == shape[1] and _per_channel(v, len(shape))):
-                return False
+            if v.size != 1 and (len(shape) < 2 or channel_vector(v, shape[1], len(shape)) is None):
+                return False  # a scalar or one value per channel only
         elif g.tensors[t].shape != shape:
             return False
     return True

@@ -20,7 +20,7 @@ from vtakit.errors import CompileError, DeviceError, VtaError
 from vtakit.compiler.backends import cpu
 from vtakit.compiler.ops.execute import check_feeds, run_node
 from vtakit.compiler.passes.lower import ActBuffer, VtaTask
-from vtakit.compiler.module.packed_host import packed_nodes, tile_constant
+from vtakit.compiler.module.packed_host import tile_constant
 from vtakit.compiler.backends.vta.packing import ReductionPacking
 from vtakit.compiler.backends.vta.runtime import act_nchw, join_planes
 from vtakit.isa.fields import INSN_BYTES
@@ -151,7 +151,7 @@ def run_module(module, b: Binding | None, inputs: dict[str, np.ndarray], timeout
     written: set[str] = set()  # buffer keys that hold their tensor's current value
     result = RunResult({})
     nodes = {n.name: n for n in g.nodes}
-    on_tiles = packed_nodes(g, module.tasks) if b is not None and not host_only and kernels is cpu else {}
+    on_tiles = module.host_nodes_on_tiles() if b is not None and not host_only and kernels is cpu else {}
     tiles: dict[str, np.ndarray] = {}  # tensors held in the accelerator's packed layout (packed_host.py)
 
     def host_value(t: str) -> np.ndarray:

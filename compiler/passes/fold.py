@@ -31,11 +31,13 @@ def _absorb(g: Graph, node: Node, nxt: Node) -> Node:
 
 
 def _channel_vector(g: Graph, name: str, channels: int, rank: int) -> np.ndarray | None:
-    """A constant that broadcasts as one value per channel (axis 1) of a rank-`rank` tensor (NCHW, NCL or
-    NC), as a (C,) vector."""
-    if name not in g.consts:
-        return None
-    v = g.consts[name].astype(np.float64)
+    """The constant `name` as a (C,) vector when it broadcasts one value per channel (`channel_vector`)."""
+    return channel_vector(g.consts[name].astype(np.float64), channels, rank) if name in g.consts else None
+
+
+def channel_vector(v: np.ndarray, channels: int, rank: int) -> np.ndarray | None:
+    """`v` as a (C,) vector when it broadcasts as one value per channel (axis 1) of a rank-`rank` tensor
+    (NCHW, NCL or NC), a scalar repeated; None otherwise."""
     if v.size == 1:
         return np.full(channels, float(v.reshape(-1)[0]))
     axis = v.ndim - (rank - 1)  # the axis of v that meets axis 1 when numpy broadcasts it against the tensor

@@ -87,15 +87,23 @@ def _relative_error(want: np.ndarray, got: np.ndarray) -> float:
     return float(np.mean(noise / np.where(signal > 0, signal, mean_signal)))
 
 
+def error_table(want: list[dict[str, np.ndarray]], got: list[dict[str, np.ndarray]]) -> tuple[list[str], np.ndarray]:
+    """(output names, their relative squared errors (`_relative_error`) as a samples x outputs array)."""
+    names = list(want[0]) if want else []
+    return names, np.array([[_relative_error(w[o], g[o]) for o in names] for w, g in zip(want, got)]).reshape(
+        len(want), len(names))
+
+
 def sample_errors(want: list[dict[str, np.ndarray]], got: list[dict[str, np.ndarray]]) -> np.ndarray:
     """Per sample, the relative squared error of the outputs, each output (and each channel of one) normalised
     by its own energy and the outputs averaged (`_relative_error`): every output counts alike."""
-    return np.array([np.mean([_relative_error(w[o], g[o]) for o in w]) for w, g in zip(want, got)])
+    return error_table(want, got)[1].mean(axis=1)
 
 
 def output_errors(want: list[dict[str, np.ndarray]], got: list[dict[str, np.ndarray]]) -> dict[str, float]:
     """Each output's relative squared error (`_relative_error`), the mean over the samples."""
-    return {o: float(np.mean([_relative_error(w[o], g[o]) for w, g in zip(want, got)])) for o in want[0]} if want else {}
+    names, table = error_table(want, got)
+    return dict(zip(names, map(float, table.mean(axis=0))))
 
 
 def output_error(want: list[dict[str, np.ndarray]], got: list[dict[str, np.ndarray]]) -> float:
