@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import product
 
+import numpy as np
+
 from vtakit.errors import CompileError
 from vtakit.compiler.backends.vta.templates import ConvKnobs, EltwiseKnobs
 from vtakit.isa.config import HwConfig
@@ -95,7 +97,36 @@ def candidates(n: int, cap: int | None = None) -> list[int]:
 
 def _row_cycles(cfg: HwConfig, nbytes: int) -> float:
     """Port cycles of one contiguous run (bursts from an aligned start)."""
-    return ceil_div(nbytes, cfg.burst_bytes) * cfg.mem_latency + ceil_div(nbytes, cfg.bus_bytes)
+    return _hw(cfg).row(nbytes)
+
+
+@dataclass(frozen=True)
+class _Hw:
+    """The configuration's figures the cost model reads for every candidate, worked out once per
+    configuration (`HwConfig.depth` and `elem_bytes` are methods that recompute them on each call:
+    about a third of the search's time before issue 43)."""
+
+    inp_depth: int
+    wgt_depth: int
+    acc_depth: int
+    uop_depth: int
+    eb_inp: int
+    eb_wgt: int
+    eb_out: int
+    burst: int
+    latency: int
+    bus: int
+    acc8_load: bool
+
+    def row(self, nbytes):
+        """`_row_cycles` on these figures; `nbytes` an int or an int64 array."""
+        return ceil_div(nbytes, self.burst) * self.latency + ceil_div(nbytes, self.bus)
+
+
+@lru_cache(maxsize=64)
+def _hw(cfg: HwConfig) -> _Hw:
+    return _Hw(cfg.inp_depth, cfg.wgt_depth, cfg.acc_depth, cfg.uop_depth, *(cfg.elem_bytes(m) for m in (2, 1, 4)),
+               cfg.burst_bytes, cfg.mem_latency, cfg.bus_bytes, cfg.acc8_load)
 
 
 @dataclass(frozen=True)
@@ -119,7 +150,10 @@ class ConvTerms:
 
 
 def conv_terms(cfg: HwConfig, s: ConvShape, k: ConvKnobs, fit: CostFit = FIT) -> ConvTerms | None:
-    """The terms of a convolution schedule, or None if it does not fit the buffers."""
+    """The terms of a convolution schedule, or None if it does not fit the buffers.  The definition of the
+    cost model: `_search_costs` is its numpy transcription for the search (test_schedule_table.py checks
+    the two agree to the bit on every candidate of the recorded shapes)."""
+    hw = _hw(cfg)
     t_oc, t_oh, t_ow, t_ic = k.tile_oc, k.tile_oh, k.tile_ow, k.tile_ic
     n_oc, n_oh, n_ow, n_ic = ceil_div(s.ocb, t_oc), ceil_div(s.oh, t_oh), ceil_div(s.ow, t_ow), ceil_div(s.icb, t_ic)
     vt = k.vthreads
@@ -136,21 +170,21 @@ def conv_terms(cfg: HwConfig, s: ConvShape, k: ConvKnobs, fit: CostFit = FIT) ->
     acc_tile = t_oc * t_oh * t_ow
     copies_w = 1 if (k.hoist_weights and k.vthread_axis == "oh" and k.order == "oc") else vt
     kernel = t_oc * t_ic * s.kh * s.kw
-    moved = s.residual and not cfg.acc8_load  # lowering/move.py: the residual tile in INP, the identity in WGT
+    moved = s.residual and not hw.acc8_load  # lowering/move.py: the residual tile in INP, the identity in WGT
     res_inp, ident = (acc_tile, 1) if moved else (0, 0)
-    res_acc = acc_tile if s.residual and cfg.acc8_load else 0
+    res_acc = acc_tile if s.residual and hw.acc8_load else 0
     bias_wgt, ones = (t_oc * vt, 1) if s.bias_wgt else (0, 0)
-    if ((inp_tile + res_inp) * vt + ones > cfg.inp_depth or wgt_tile * copies_w + ident + bias_wgt > cfg.wgt_depth
-            or (acc_tile + t_oc * s.vectors + res_acc) * vt > cfg.acc_depth or kernel * 2 * vt > cfg.uop_depth
+    if ((inp_tile + res_inp) * vt + ones > hw.inp_depth or wgt_tile * copies_w + ident + bias_wgt > hw.wgt_depth
+            or (acc_tile + t_oc * s.vectors + res_acc) * vt > hw.acc_depth or kernel * 2 * vt > hw.uop_depth
             or t_oh * t_ow > 16383 or cols > 65535 or kernel > 16383):
         return None
     tiles = s.nb * n_oc * n_oh * n_ow
     steps = tiles * n_ic
-    eb_inp, eb_wgt, eb_out = (cfg.elem_bytes(m) for m in (2, 1, 4))
+    eb_inp, eb_wgt, eb_out = hw.eb_inp, hw.eb_wgt, hw.eb_out
     # Memory port: input rows per reduction step, weights as the order reuses them, outputs.
     data_rows = t_ic * min(t_oh if dense_rows else rows, s.h)
-    inp_cycles = data_rows * _row_cycles(cfg, min(cols, s.w) * eb_inp)
-    wgt_step = t_oc * _row_cycles(cfg, t_ic * s.kh * s.kw * eb_wgt)
+    inp_cycles = data_rows * hw.row(min(cols, s.w) * eb_inp)
+    wgt_step = t_oc * hw.row(t_ic * s.kh * s.kw * eb_wgt)
     if k.hoist_weights:
         weight_loads = s.nb * n_oc * (1 if k.order == "oc" else n_oh * n_ow)
         if k.vthread_axis == "oc" or k.order != "oc":
@@ -158,15 +192,15 @@ def conv_terms(cfg: HwConfig, s: ConvShape, k: ConvKnobs, fit: CostFit = FIT) ->
     else:
         weight_loads = steps
     out_runs = t_oc * (1 if t_ow == s.ow else t_oh)
-    store_cycles = out_runs * _row_cycles(cfg, acc_tile // out_runs * eb_out) * s.planes
-    res_cycles = out_runs * _row_cycles(cfg, acc_tile // out_runs * eb_out) if s.residual else 0
-    bias_cycles = _row_cycles(cfg, t_oc * eb_wgt) if s.bias_wgt else 0
+    store_cycles = out_runs * hw.row(acc_tile // out_runs * eb_out) * s.planes
+    res_cycles = out_runs * hw.row(acc_tile // out_runs * eb_out) if s.residual else 0
+    bias_cycles = hw.row(t_oc * eb_wgt) if s.bias_wgt else 0
     port = steps * inp_cycles + weight_loads * wgt_step + tiles * (store_cycles + res_cycles + bias_cycles)
     # Compute module: GEMM micro-ops, resets and epilogue passes, instruction overheads.
     gemm = steps * (t_oh * t_ow * kernel + _INSN_OVERHEAD)
     tile_ops = tiles * (acc_tile * (1 + s.epilogue_ops + s.operand_steps + (s.planes - 1))
                         + _INSN_OVERHEAD * (2 + s.epilogue_ops))
-    uop_loads = _row_cycles(cfg, kernel * 2 * 4) + 1   # the kernels, loaded once at the start (codegen)
+    uop_loads = hw.row(kernel * 2 * 4) + 1   # the kernels, loaded once at the start (codegen)
     compute = gemm + tile_ops + uop_loads
     first = inp_cycles + wgt_step
     if vt > 1:
@@ -194,29 +228,121 @@ def conv_shape(cfg: HwConfig, *, n: int, c_in: int, h: int, w: int, c_out: int, 
                      bias_wgt=bias_wgt, operand_steps=operand_steps)
 
 
-@lru_cache(maxsize=256)
+_INNER = tuple(product(("oc", "sp"), ("oh", "oc")))
+"""(order, vthread_axis) pairs in the search's order; inside each, the thread counts, then hoisting."""
+
+
+def _inner_knobs(vt_options: tuple[int, ...]) -> list[tuple[str, str, int, bool]]:
+    """The non-tile knobs in the order the search tries them (one thread has no axis to choose: "oh" only)."""
+    return [(order, axis, vt, hoist) for (order, axis), vt, hoist in product(_INNER, vt_options, (False, True))
+            if not (vt == 1 and axis == "oc")]
+
+
+def _tile_grid(s: ConvShape) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every (tile_oc, tile_ic, tile_oh, tile_ow) in the search's order, as four int64 columns."""
+    grid = np.meshgrid(*(np.array(candidates(n), np.int64) for n in (s.ocb, s.icb, s.oh, s.ow)), indexing="ij")
+    return tuple(g.reshape(-1, 1) for g in grid)  # type: ignore[return-value]
+
+
+def _fits(hw: _Hw, s: ConvShape, t_oc, t_ic, t_oh, t_ow, vt, copies_w) -> np.ndarray:
+    """`conv_terms`' buffer bounds on arrays of knobs.  Every bound grows with `vt` and `copies_w`, so tiles
+    that do not fit with the fewest threads and one weight copy fit with none: the search drops them first."""
+    rows = (t_oh - 1) * s.stride + s.kh
+    cols = (t_ow - 1) * s.stride + s.kw
+    inp_tile = t_ic * (t_oh if s.kh == 1 and s.stride > 1 else rows) * cols
+    acc_tile = t_oc * t_oh * t_ow
+    kernel = t_oc * t_ic * s.kh * s.kw
+    moved = s.residual and not hw.acc8_load
+    res_inp, ident = (acc_tile, 1) if moved else (0, 0)
+    res_acc = acc_tile if s.residual and hw.acc8_load else 0
+    bias_wgt, ones = (t_oc * vt, 1) if s.bias_wgt else (0, 0)
+    return (((inp_tile + res_inp) * vt + ones <= hw.inp_depth) & (kernel * copies_w + ident + bias_wgt <= hw.wgt_depth)
+            & ((acc_tile + t_oc * s.vectors + res_acc) * vt <= hw.acc_depth) & (kernel * 2 * vt <= hw.uop_depth)
+            & (t_oh * t_ow <= 16383) & (cols <= 65535) & (kernel <= 16383))
+
+
+def _search_costs(hw: _Hw, s: ConvShape, fit: CostFit, tiles: tuple[np.ndarray, ...],
+                  inner: list[tuple[str, str, int, bool]]) -> np.ndarray:
+    """`conv_terms(...).cycles` of every (tile row, inner knobs) pair, +inf where it does not fit: the same
+    operations in the same order as `conv_terms`, so each cost is the same double, vectorised."""
+    t_oc, t_ic, t_oh, t_ow = tiles
+    order_oc = np.array([k[0] == "oc" for k in inner])[None, :]
+    axis_oc = np.array([k[1] == "oc" for k in inner])[None, :]
+    vt = np.array([k[2] for k in inner], np.int64)[None, :]
+    hoist = np.array([k[3] for k in inner])[None, :]
+    n_oc, n_oh, n_ow, n_ic = ceil_div(s.ocb, t_oc), ceil_div(s.oh, t_oh), ceil_div(s.ow, t_ow), ceil_div(s.icb, t_ic)
+    copies_w = np.where(hoist & ~axis_oc & order_oc, 1, vt)
+    ok = (~((vt > 1) & (np.where(axis_oc, n_oc, n_oh) < vt)) & ~(hoist & (n_ic > 1))
+          & _fits(hw, s, t_oc, t_ic, t_oh, t_ow, vt, copies_w))
+    rows = (t_oh - 1) * s.stride + s.kh
+    cols = (t_ow - 1) * s.stride + s.kw
+    acc_tile = t_oc * t_oh * t_ow
+    kernel = t_oc * t_ic * s.kh * s.kw
+    tiles_n = s.nb * n_oc * n_oh * n_ow
+    steps = tiles_n * n_ic
+    data_rows = t_ic * np.minimum(t_oh if s.kh == 1 and s.stride > 1 else rows, s.h)
+    inp_cycles = data_rows * hw.row(np.minimum(cols, s.w) * hw.eb_inp)
+    wgt_step = t_oc * hw.row(t_ic * s.kh * s.kw * hw.eb_wgt)
+    hoisted = s.nb * n_oc * np.where(order_oc, 1, n_oh * n_ow)
+    hoisted = np.where(axis_oc | ~order_oc, np.maximum(hoisted, s.nb * n_oc), hoisted)
+    weight_loads = np.where(hoist, hoisted, steps)
+    out_runs = t_oc * np.where(t_ow == s.ow, 1, t_oh)
+    run_cycles = out_runs * hw.row(acc_tile // out_runs * hw.eb_out)
+    store_cycles = run_cycles * s.planes
+    res_cycles = run_cycles if s.residual else 0
+    bias_cycles = hw.row(t_oc * hw.eb_wgt) if s.bias_wgt else 0
+    port = steps * inp_cycles + weight_loads * wgt_step + tiles_n * (store_cycles + res_cycles + bias_cycles)
+    per_step = t_oh * t_ow * kernel + _INSN_OVERHEAD
+    tile_ops = tiles_n * (acc_tile * (1 + s.epilogue_ops + s.operand_steps + (s.planes - 1))
+                          + _INSN_OVERHEAD * (2 + s.epilogue_ops))
+    compute = steps * per_step + tile_ops + (hw.row(kernel * 2 * 4) + 1)
+    first = inp_cycles + wgt_step
+    spread = np.maximum(vt - 1, 1) ** 2      # (vt - 1) ** 2 where threads overlap; unused for one thread
+    surplus = np.maximum(0.0, inp_cycles + np.where(hoist, 0, wgt_step) - per_step)
+    overlapped = (np.maximum(compute + fit.imbalance * steps * surplus, port) + first + store_cycles
+                  + 0.02 * np.minimum(compute, port) + fit.tile_stall * tiles_n * (inp_cycles + wgt_step) / spread)
+    if s.residual and not hw.acc8_load:
+        overlapped = overlapped + fit.residual_stall * tiles_n * res_cycles / spread
+    serial = compute + steps * inp_cycles + weight_loads * wgt_step + store_cycles + tiles_n * res_cycles
+    return np.where(ok, np.where(vt > 1, overlapped, serial), np.inf)
+
+
+def candidate_costs(cfg: HwConfig, s: ConvShape, vthreads: int | None = None,
+                    fit: CostFit = FIT) -> tuple[list[ConvKnobs], np.ndarray]:
+    """Every knob combination the search considers, in its order, with `conv_cost` of each (+inf: does not
+    fit), computed at once: what `default_conv_knobs` minimises, unpruned (for tests and tools)."""
+    inner = _inner_knobs((vthreads,) if vthreads else fit.vthreads)
+    tiles = _tile_grid(s)
+    costs = _search_costs(_hw(cfg), s, fit, tiles, inner)
+    knobs = [ConvKnobs(int(oc), int(oh), int(ow), int(ic), *k)
+             for oc, ic, oh, ow in zip(*(t.ravel() for t in tiles)) for k in inner]
+    return knobs, costs.ravel()
+
+
+@lru_cache(maxsize=1024)
 def default_conv_knobs(cfg: HwConfig, s: ConvShape, vthreads: int | None = None, fit: CostFit = FIT) -> ConvKnobs:
-    """The knobs with the lowest estimated cycles; CompileError if nothing fits.  Cached: the
-    reduction packing (`packing.py`) scores a shape before the compiler compiles it."""
-    best: tuple[float, ConvKnobs] | None = None
-    vt_options = [vthreads] if vthreads else list(fit.vthreads)
-    for t_oc, t_ic, t_oh, t_ow in product(candidates(s.ocb), candidates(s.icb), candidates(s.oh),
-                                          candidates(s.ow)):
-        for order, axis, vt, hoist in product(("oc", "sp"), ("oh", "oc"), vt_options, (False, True)):
-            if vt == 1 and axis == "oc":
-                continue
-            k = ConvKnobs(t_oc, t_oh, t_ow, t_ic, order, axis, vt, hoist)
-            cost = conv_cost(cfg, s, k, fit)
-            if cost is not None and (best is None or cost < best[0]):
-                best = (cost, k)
-    if best is None:
+    """The knobs with the lowest estimated cycles (the first in the search's order among equals); CompileError
+    if nothing fits.  Tiles that fit with no thread count are dropped by the closed-form buffer bounds, the
+    rest scored at once with numpy (`_search_costs`).  Cached per (config, shape): identical layers share one
+    search, and the reduction packing (`packing.py`) scores a shape before the compiler compiles it."""
+    vt_options = (vthreads,) if vthreads else fit.vthreads
+    hw = _hw(cfg)
+    tiles = _tile_grid(s)
+    keep = _fits(hw, s, *tiles, min(vt_options), 1).ravel()
+    tiles = tuple(t[keep] for t in tiles)
+    inner = _inner_knobs(vt_options)
+    costs = _search_costs(hw, s, fit, tiles, inner).ravel() if keep.any() else np.full(1, np.inf)
+    best = int(np.argmin(costs))
+    if costs[best] == np.inf:
         most = max(s.ocb, s.oh)
         if vthreads and vthreads > most:
             raise CompileError(f"{vthreads} virtual threads need as many tiles, but this convolution has "
                                f"at most {most} (output-channel blocks or rows)", op="conv2d")
         raise CompileError(f"no tiling of this convolution fits the buffers of config {cfg.label}",
                            op="conv2d")
-    return best[1]
+    row, col = divmod(best, len(inner))
+    t_oc, t_ic, t_oh, t_ow = (int(t[row, 0]) for t in tiles)
+    return ConvKnobs(t_oc, t_oh, t_ow, t_ic, *inner[col])
 
 
 def default_eltwise_knobs(cfg: HwConfig, *, nb: int, cb: int, h: int, w: int, tensors: int,
