@@ -27,6 +27,7 @@ from vtakit.compiler.quant.int8 import first_sample_shapes
 from vtakit.compiler.quant.recipe_search import float_and_int8_auto
 from vtakit.compiler.gc_budget import with_fewer_collections
 from vtakit.compiler.passes.fold import canonicalize_dense, fold_into_conv, fold_pads, fuse_activations
+from vtakit.compiler.passes.linear_rows import flatten_matmul_rows
 from vtakit.compiler.ir import Graph
 from vtakit.compiler.passes.lower import VtaTask, lower_node
 from vtakit.compiler.module.compiled import CompiledModule
@@ -56,7 +57,7 @@ def optimize(graph: Graph, *, keep_fake_quant: bool = False) -> Graph:
         g = strip_fake_quant(g)
         if scales or scales.notes:
             g.notes["qdq"] = scales
-    g = fuse_activations(fold_into_conv(canonicalize_dense(fold_pads(g))))
+    g = fuse_activations(fold_into_conv(canonicalize_dense(flatten_matmul_rows(fold_pads(g)))))
     return simplify(g)
 
 

@@ -22,7 +22,7 @@ from vtakit.compiler.ops.execute import check_feeds, run_node
 from vtakit.compiler.passes.lower import ActBuffer, VtaTask
 from vtakit.compiler.module.packed_host import tile_constant
 from vtakit.compiler.backends.vta.packing import ReductionPacking
-from vtakit.compiler.backends.vta.runtime import act_nchw, join_planes
+from vtakit.compiler.backends.vta.runtime import act_nchw, from_nchw, join_planes, to_nchw
 from vtakit.isa.fields import INSN_BYTES
 from vtakit.sim.stats import RunStats
 from vtakit.isa.arith import ceil_div
@@ -115,7 +115,7 @@ def _read_packed(module, b: Binding, buf: ActBuffer, shape: tuple[int, ...]) -> 
 
 def _read_act(module, b: Binding, buf: ActBuffer, shape: tuple[int, ...]) -> np.ndarray:
     n, c, _, _ = act_nchw(shape)
-    return cpu.unpack_activation(_read_packed(module, b, buf, shape), n, c).reshape(shape)
+    return from_nchw(cpu.unpack_activation(_read_packed(module, b, buf, shape), n, c), shape)
 
 
 def _write_packed(module, b: Binding, buf: ActBuffer, packed: np.ndarray) -> None:
@@ -128,7 +128,7 @@ def _write_packed(module, b: Binding, buf: ActBuffer, packed: np.ndarray) -> Non
 
 def _write_act(module, b: Binding, buf: ActBuffer, value: np.ndarray) -> None:
     cfg = module.config
-    v4 = value.reshape(act_nchw(value.shape))
+    v4 = to_nchw(value)
     if buf.packing:   # the conv reading it runs on a host-side im2col / space-to-depth of it
         v4 = ReductionPacking.from_spec(buf.packing).input(v4)
     _write_packed(module, b, buf, cpu.pack_activation(np.ascontiguousarray(v4), cfg.batch, buf.block))

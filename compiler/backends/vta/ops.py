@@ -305,15 +305,16 @@ def dense(x: np.ndarray, w: np.ndarray, *, bias: np.ndarray | None = None, shift
           clip: tuple[int, int] | None = None, config=None, device="sim", schedule=None,
           vthreads: int | None = None, timeout_s: float | None = None,
           name: str = "dense") -> tuple[np.ndarray, OpReport]:
-    """y = x @ w.T (+ bias), x int8 (N, C), w int8 (O, C): a 1x1 convolution on a 1x1 image."""
+    """y = x @ w.T (+ bias), x int8 (N, C), w int8 (O, C): a 1x1 convolution over a 1 x N image of the rows
+    (`runtime.act_nchw`), so the weights are loaded once per output tile for all N rows."""
     check_array("x", name, x, np.int8, 2)
     check_array("w", name, w, np.int8, 2)
     if x.shape[1] != w.shape[1]:
         raise CompileError(f"x has {x.shape[1]} features, w expects {w.shape[1]}", op=name)
-    y, report = conv2d(x[:, :, None, None], w[:, :, None, None], bias=bias, shift=shift, clip=clip,
-                       config=config, device=device, schedule=schedule, vthreads=vthreads,
+    y, report = conv2d(np.ascontiguousarray(x.T[None, :, None, :]), w[:, :, None, None], bias=bias, shift=shift,
+                       clip=clip, config=config, device=device, schedule=schedule, vthreads=vthreads,
                        timeout_s=timeout_s, name=name)
-    return y[:, :, 0, 0], report
+    return np.ascontiguousarray(y[0, :, 0, :].T), report
 
 
 matmul = dense

@@ -28,15 +28,32 @@ from vtakit.isa.arith import ceil_div, round_up
 
 def act_nchw(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
     """The 4-D (N, C, H, W) view an activation of any rank has on the accelerator, the one rule every
-    packer, task and check follows: (N,) -> (N, 1, 1, 1), (N, C) -> (N, C, 1, 1) (a dense layer's 1x1 image),
-    (N, C, L) -> (N, C, L, 1) (a 1-D convolution runs as a (k, 1) one), and above rank 4 the middle axes
-    merge into H."""
+    packer, task and check follows: (N,) -> (N, 1, 1, 1); (M, C) -> (1, C, 1, M), a dense layer's M rows
+    (tokens, or a batch) as the width of a 1 x M image, so its weights load once per output tile and serve
+    every row (`to_nchw` transposes the values); (N, C, L) -> (N, C, L, 1) (a 1-D convolution runs as a
+    (k, 1) one); above rank 4 the middle axes merge into H."""
     shape = tuple(int(d) for d in shape)
     if not shape:
         raise CompileError("a scalar has no accelerator layout")
+    if len(shape) == 2:
+        return 1, shape[1], 1, shape[0]
     if len(shape) <= 4:
         return shape + (1,) * (4 - len(shape))  # type: ignore[return-value]
     return shape[0], shape[1], int(np.prod(shape[2:-1], dtype=np.int64)), shape[-1]
+
+
+def to_nchw(value: np.ndarray) -> np.ndarray:
+    """`value` in its `act_nchw` view (rows of a 2-D tensor become the width)."""
+    if value.ndim == 2:
+        return value.T.reshape(act_nchw(value.shape))
+    return value.reshape(act_nchw(value.shape))
+
+
+def from_nchw(value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """The inverse of `to_nchw`: an (N, C, H, W) array back in the graph tensor's `shape`."""
+    if len(shape) == 2:
+        return value.reshape(shape[1], shape[0]).T
+    return value.reshape(shape)
 
 
 def pack_activation(x: np.ndarray, batch: int, block: int) -> np.ndarray:
