@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from vtakit.compiler import cache as compile_cache
 from vtakit.compiler.backends.cuda import record_launches
 from vtakit.compiler.passes.fusion import fuse_max_pools, fuse_residual_adds
 from vtakit.compiler.options import CompileOptions, Host, Target
@@ -219,7 +220,7 @@ PIPELINE: tuple[Step, ...] = (
 
 @with_fewer_collections  # the collector took a third of a huge graph's compile (gc_budget.py)
 def compile_module(model, config=DEFAULT_PRESET, options: CompileOptions | None = None, *, calibrate=None,
-                   progress: Progress | None = None, **keywords: Any) -> CompiledModule:
+                   progress: Progress | None = None, cache: bool | None = None, **keywords: Any) -> CompiledModule:
     """Compile an ONNX model (path, bytes or ModelProto) for `config` by running `PIPELINE`.
 
     options: a CompileOptions (compiler/options.py: each option, its type and its values); `keywords` set
@@ -227,7 +228,10 @@ def compile_module(model, config=DEFAULT_PRESET, options: CompileOptions | None 
     `partition_options=...`).  calibrate: the calibration samples (None: seeded made-up ones);
     progress(phase, done, total): called during the searches.  The recipe knobs (calibration, wide_residual,
     weight_rounding) are "auto" by default: chosen by the network's outputs on the calibration samples
-    (quant/recipe_search.py); requant "auto" is "multiplier" where the config has ALU MUL, else "pow2"."""
+    (quant/recipe_search.py); requant "auto" is "multiplier" where the config has ALU MUL, else "pow2".
+    cache: False compiles afresh; None (on unless VTAKIT_CACHE=off) or True first looks for the module an
+    identical compile stored on disk, and stores this one (compiler/cache.py says what the key covers)."""
+    use_cache = compile_cache.enabled(cache)
     opts = CompileOptions.of(options, **keywords)
     cfg = HwConfig.load(config)
     quant = replace(opts.quant, requant=check_requant(opts.quant.requant, cfg.alu_mul, cfg.label))
@@ -237,10 +241,16 @@ def compile_module(model, config=DEFAULT_PRESET, options: CompileOptions | None 
     if calibrate is not None and not isinstance(calibrate, (list, tuple, np.ndarray)):
         calibrate = list(calibrate)  # an iterator is read twice: its first sample binds symbolic dims
     compilation = Compilation(model, cfg, replace(opts, quant=quant), calibrate, progress, started)
+    digest = compile_cache.key(model, cfg, compilation.options, calibrate) if use_cache else None
+    if digest is not None and (stored := compile_cache.load(digest)) is not None:
+        return stored
     for step in PIPELINE:
         if opts.target in step.targets:
             step.run(compilation)
-    return compilation.module()
+    module = compilation.module()
+    if digest is not None:
+        compile_cache.store(digest, module)
+    return module
 
 
 def _record_gpu_kernels(graph: Graph, nodes: list[str] | None) -> dict[str, Any]:

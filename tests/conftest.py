@@ -3,7 +3,8 @@
 Saving a module signs it with the key at $VTAKIT_KEY_FILE (compiler/module/signing.py), created on
 first use.  The controlling process points that at a fresh temporary folder before pytest-xdist
 starts its workers, which inherit the variable: every worker (and every `vtakit` subprocess a test
-starts) signs and verifies with one key, and the real ~/.config/vtakit is never touched.
+starts) signs and verifies with one key, and the real ~/.config/vtakit is never touched.  The same folder
+holds the compile cache's, which is off unless a test turns it on.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ def pytest_configure(config) -> None:
     folder = tempfile.mkdtemp(prefix="vtakit-test-key-")
     os.environ[_KEY_DIR_ENV] = folder
     os.environ["VTAKIT_KEY_FILE"] = os.path.join(folder, "module.key")
+    # The compile cache (compiler/cache.py) is off in tests: a test that patches the compiler must see its
+    # patch run, and nothing is written under the user's home; cache tests turn it on in their own folder.
+    os.environ["VTAKIT_CACHE"] = "off"
+    os.environ["VTAKIT_CACHE_DIR"] = os.path.join(folder, "compile-cache")
 
 
 def pytest_unconfigure(config) -> None:

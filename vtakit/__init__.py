@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 
 
 def compile(model, config=DEFAULT_PRESET, options: CompileOptions | None = None, *, calibrate=None,
-            tuning_log=None, example_inputs=None, **keywords):
+            tuning_log=None, example_inputs=None, cache: bool | None = None, **keywords):
     """Compile an ONNX model (path, bytes or onnx.ModelProto) into a module that `.run(inputs)`.
 
     A torch.nn.Module is exported first by torch's default `torch.onnx.export` with `example_inputs`
@@ -34,14 +34,16 @@ def compile(model, config=DEFAULT_PRESET, options: CompileOptions | None = None,
     accelerator of `config`; "cpu" / "cuda": the float graph on the host / the GPU), host ("cuda":
     a "vta" module's host tasks on the GPU), input_shapes, partition_options, schedules, seed,
     calibration ("search": exponents judged at the outputs), keep_float, keep_float_until, ...
-    (see vtakit.compiler.pipeline.compile_module)."""
+    (see vtakit.compiler.pipeline.compile_module).  cache=False compiles afresh; by default an unchanged
+    compile loads the module stored on disk (~/.cache/vtakit or $VTAKIT_CACHE_DIR; vtakit.compiler.cache;
+    skipped with a tuning log)."""
     if is_torch_module(model):
         with exported(model, example_inputs) as path, tuning_context(tuning_log):
-            return compile_module(path, config, options, calibrate=calibrate, **keywords)
+            return compile_module(path, config, options, calibrate=calibrate, cache=cache, **keywords)
     if example_inputs is not None:
         raise CompileError("example_inputs are for a torch.nn.Module; an ONNX model declares its inputs")
     with tuning_context(tuning_log):
-        return compile_module(model, config, options, calibrate=calibrate, **keywords)
+        return compile_module(model, config, options, calibrate=calibrate, cache=cache, **keywords)
 
 
 __all__ = [

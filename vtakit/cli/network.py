@@ -120,7 +120,8 @@ def cmd_compile(args) -> int:
     status = nullcontext() if searching else console.status(
         f"compiling {args.model} for {args.config or DEFAULT_PRESET} ({args.target})")
     with _limits(args), tuning_context(args.tuning_log) as table, status, _search_progress(searching) as progress:
-        module = compile_module(args.model, args.config, options, calibrate=cal, progress=progress)
+        module = compile_module(args.model, args.config, options, calibrate=cal, progress=progress,
+                                cache=False if args.no_cache else None)
     out = module.save(args.output)
     notes = module.notes
     if table is not None:
@@ -405,6 +406,9 @@ def register(sub) -> None:
     c.add_argument("--classifier", default="vta", choices=["vta", "host"])
     c.add_argument("--seed", type=int, default=0, help="seed of the synthetic calibration inputs")
     c.add_argument("--tuning-log", help="use the best schedules this `vtakit tune` log recorded")
+    c.add_argument("--no-cache", action="store_true",
+                   help="compile afresh: neither load nor store the module in the compile cache "
+                        "(~/.cache/vtakit or $VTAKIT_CACHE_DIR)")
     _int8_options(c)
     _limit_options(c)
     c.add_argument("-o", "--output", default="model.vtamod")

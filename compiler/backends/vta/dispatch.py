@@ -54,6 +54,12 @@ def use_schedules(table: ScheduleTable) -> Iterator[ScheduleTable]:
         _stack().pop()
 
 
+def active_tables() -> tuple[ScheduleTable, ...]:
+    """The schedule tables in force in this thread, outermost first (the compile cache skips a compile
+    that has any: it cannot see which schedules a table would give)."""
+    return tuple(_stack())
+
+
 def lookup(key: str, cfg: HwConfig) -> dict | None:
     """Knobs for `key` on `cfg` from the innermost active table that has them."""
     for table in reversed(_stack()):
