@@ -139,9 +139,15 @@ def _run_dense(node: Node, args: list, k) -> object:
 
 def _run_qdense(node: Node, args: list, k) -> object:
     a = node.attrs
+    bias = args[2] if len(args) > 2 else None
     if host_epilogue(a):  # the int32 product, then the per-channel epilogue
-        return run_requantized(k.dense(args[0], args[1], args[2] if len(args) > 2 else None), a, k)
-    return k.dense(args[0], args[1], args[2] if len(args) > 2 else None, shift=a.get("shift"), clip=a.get("clip"))
+        y = run_requantized(k.dense(args[0], args[1], bias), a, k)
+    else:
+        y = k.dense(args[0], args[1], bias, shift=a.get("shift"), clip=a.get("clip"))
+    if "residual" in a:  # a residual add fused into the dense layer (passes.fusion): the QAdd's kernel after it
+        shift, clip = a["residual"]
+        y = k.add_int8(y, args[3], shift=shift, clip=tuple(clip))
+    return y
 
 
 register(OpDef("Gemm", _infer_gemm, _run_gemm, Precision.INT8, ("Gemm",), _convert_gemm, (7, 9, 11, 13),

@@ -2,7 +2,7 @@
 epilogue of the convolution that produces one of its operands, and a max pool reading a convolution
 joins that convolution's task.
 
-The pair QConv -> QAdd becomes one QConv with the other operand as a fourth input ("res") and the
+The pair QConv -> QAdd (or QDense -> QAdd: a transformer's residual stream) becomes one QConv with the other operand as a fourth input ("res") and the
 add's shift and clip as `residual`: on the accelerator the conv's requantized int8 tile gets the
 residual tile added in the accumulator (an identity GEMM from INP without LOAD.ACC8, lowering/move.py)
 and is stored once, so the add makes no pass of its own over DRAM and the conv's own output never
@@ -35,13 +35,14 @@ def _fusable_conv(g: Graph, n: Node, tensor: str, place: dict[str, str], produce
     """The QConv producing `tensor` if `n` is its only reader and both run on the accelerator (a conv
     with a fused residual add takes no second one; with `residual_ok` it may take a pool)."""
     conv = producers.get(tensor)
-    if conv is None or conv.op != "QConv" or not _on_vta(g, conv, place) or "pool" in conv.attrs \
-            or ("residual" in conv.attrs and not residual_ok) or ("wide" in conv.attrs and n.op != "QAdd"):
+    if conv is None or conv.op not in ("QConv", "QDense") or not _on_vta(g, conv, place) or "pool" in conv.attrs \
+            or ("residual" in conv.attrs and not residual_ok) or ("wide" in conv.attrs and n.op != "QAdd") \
+            or (conv.op == "QDense" and ("wide" in conv.attrs or n.op != "QAdd")):
         return None
     if [c.name for c in consumers.get(tensor, [])] != [n.name] or tensor in g.outputs:
         return None
     dtype = "int32" if "wide" in conv.attrs and "residual" not in conv.attrs else "int8"
-    if "shift" not in conv.attrs or g.tensors[tensor].dtype != dtype or conv.attrs["group"] != 1:
+    if "shift" not in conv.attrs or g.tensors[tensor].dtype != dtype or conv.attrs.get("group", 1) != 1:
         return None
     return conv
 
@@ -76,7 +77,7 @@ def fuse_residual_adds(g: Graph, place: dict[str, str]) -> dict[str, str]:
         place[conv.name] = "vta"
         for name in (conv.name, n.name):
             reasons.pop(name, None)
-        fused[n.name] = Node("QConv", conv.name, [x, w, bias, n.inputs[1 - i]], list(n.outputs), attrs)
+        fused[n.name] = Node(conv.op, conv.name, [x, w, bias, n.inputs[1 - i]], list(n.outputs), attrs)
         dropped.add(conv.name)
     return _apply_fusions(g, place, fused, dropped)
 

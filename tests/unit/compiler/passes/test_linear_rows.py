@@ -11,6 +11,7 @@ import vtakit
 from vtakit.compiler.backends.vta import ops
 from vtakit.compiler.backends.vta.runtime import act_nchw, from_nchw, to_nchw
 from vtakit.compiler.frontend.onnx_import import import_onnx
+from vtakit.compiler.module.macs import module_macs
 from vtakit.compiler.passes.linear_rows import flatten_matmul_rows
 
 RNG = np.random.default_rng(11)
@@ -42,6 +43,8 @@ def test_a_rank3_matmul_by_a_constant_becomes_a_dense_over_the_rows_with_its_bia
         g = flatten_matmul_rows(import_onnx(_linear_block(bias_first)))
         ops_ = [n.op for n in g.nodes]
         assert ops_.count("Dense") == 2 and "MatMul" not in ops_ and ops_.count("Add") == 1  # biases taken in
+        residual = g.node("residual")  # in the rows form, beside the dense layer that feeds it
+        assert g.tensors[residual.outputs[0]].shape == (TOKENS, HIDDEN) and g.producer(residual.inputs[0]).op == "Dense"
         dense = g.node("fc2")
         assert g.tensors[dense.inputs[0]].shape == (TOKENS, WIDE) and g.consts[dense.inputs[1]].shape == (HIDDEN, WIDE)
         x = RNG.standard_normal((1, TOKENS, HIDDEN)).astype(np.float32)
@@ -56,6 +59,9 @@ def test_the_linear_layers_run_on_the_accelerator_bit_identical_to_the_cpu():
     module = vtakit.compile(model, "pynq", calibrate=[RNG.standard_normal((1, TOKENS, HIDDEN)).astype(np.float32)
                                                      for _ in range(3)])
     assert {"fc1", "fc2"} <= {t.node for t in module.vta_tasks()}
+    assert module.graph.node("fc2").attrs["residual_of"] == "residual"  # the residual add rides on fc2's task
+    split = module_macs(module)
+    assert split.accelerator == 2 * TOKENS * HIDDEN * WIDE and split.host == 0 and split.accelerator_share == 1.0
     x = RNG.standard_normal((1, TOKENS, HIDDEN)).astype(np.float32)
     outs = {d: module.run({"x": x}, device=d)["y"] for d in ("cpu", "fsim", "sim")}
     assert all(np.array_equal(outs["cpu"], y) for y in outs.values())
