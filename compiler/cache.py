@@ -13,7 +13,7 @@ cache keys a compile by everything that decides its result, and stores the modul
                               registries, and the model-size limits in force
 
 Entries live under $VTAKIT_CACHE_DIR, else $XDG_CACHE_HOME/vtakit, else ~/.cache/vtakit, one file per key;
-`cache=False` (`vtakit compile --no-cache`) or VTAKIT_CACHE=off turns the cache off.  A compile the key
+`cache=False` (`vtakit compile --no-cache`) or VTAKIT_COMPILE_CACHE=off turns the cache off.  A compile the key
 cannot describe (a tuning log or other schedule table in force, a model or option of an unknown kind, an
 external data file that is not a regular file in the model's folder) is neither looked up nor stored.
 Writes go to a temporary file renamed into place, so a reader never sees half a module; an entry that
@@ -75,12 +75,12 @@ class _Unkeyable(Exception):
 
 
 def enabled(cache: bool | None) -> bool:
-    """`cache` if given, else on unless VTAKIT_CACHE says off."""
+    """`cache` if given, else on unless VTAKIT_COMPILE_CACHE says off."""
     if cache is not None:
         if not isinstance(cache, bool):
             raise VtaError(f"cache must be True, False or None, got {type(cache).__name__}")
         return cache
-    return os.environ.get("VTAKIT_CACHE", "").strip().lower() not in OFF
+    return os.environ.get("VTAKIT_COMPILE_CACHE", "").strip().lower() not in OFF
 
 
 def cache_dir() -> Path:

@@ -229,7 +229,7 @@ def compile_module(model, config=DEFAULT_PRESET, options: CompileOptions | None 
     progress(phase, done, total): called during the searches.  The recipe knobs (calibration, wide_residual,
     weight_rounding) are "auto" by default: chosen by the network's outputs on the calibration samples
     (quant/recipe_search.py); requant "auto" is "multiplier" where the config has ALU MUL, else "pow2".
-    cache: False compiles afresh; None (on unless VTAKIT_CACHE=off) or True first looks for the module an
+    cache: False compiles afresh; None (on unless VTAKIT_COMPILE_CACHE=off) or True first looks for the module an
     identical compile stored on disk, and stores this one (compiler/cache.py says what the key covers)."""
     use_cache = compile_cache.enabled(cache)
     opts = CompileOptions.of(options, **keywords)

@@ -24,7 +24,7 @@ def pytest_configure(config) -> None:
     os.environ["VTAKIT_KEY_FILE"] = os.path.join(folder, "module.key")
     # The compile cache (compiler/cache.py) is off in tests: a test that patches the compiler must see its
     # patch run, and nothing is written under the user's home; cache tests turn it on in their own folder.
-    os.environ["VTAKIT_CACHE"] = "off"
+    os.environ["VTAKIT_COMPILE_CACHE"] = "off"  # VTAKIT_CACHE is the RTL build cache (hw/build.py)
     os.environ["VTAKIT_CACHE_DIR"] = os.path.join(folder, "compile-cache")
 
 

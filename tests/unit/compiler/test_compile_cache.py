@@ -29,7 +29,7 @@ PYNQ = HwConfig.preset("pynq")
 def folder(tmp_path, monkeypatch) -> Path:
     """A cache of the test's own, turned on."""
     monkeypatch.setenv("VTAKIT_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("VTAKIT_CACHE", "on")
+    monkeypatch.setenv("VTAKIT_COMPILE_CACHE", "on")
     return tmp_path / "cache"
 
 
