@@ -8,13 +8,18 @@ The import root re-exports what most users reach for first; the layers live in
 from vtakit import errors
 from vtakit.errors import (
     BudgetExceeded, CompileError, ConfigError, DeadlockError, DeviceError, DeviceTimeout, IsaError, RtlError,
-    SimError, VtaError,
+    SimError, VtaError, needs_full_install, pc_side_missing,
 )
-from vtakit.compiler.frontend.torch_module import exported, is_torch_module
 from vtakit.compiler.options import CompileOptions
-from vtakit.compiler.pipeline import compile_module
 from vtakit.isa import DEFAULT_PRESET, HwConfig
-from vtakit.scheduling.log import tuning_context
+
+_MISSING = ""  # the PC-side package a board's runtime lacks (compiling needs the full install)
+try:
+    from vtakit.compiler.frontend.torch_module import exported, is_torch_module
+    from vtakit.compiler.pipeline import compile_module
+    from vtakit.scheduling.log import tuning_context
+except ImportError as missing:  # a board's runtime (the `board` extra): modules load and run, nothing compiles
+    _MISSING = pc_side_missing(missing)
 
 __version__ = "0.1.0"
 
@@ -37,6 +42,8 @@ def compile(model, config=DEFAULT_PRESET, options: CompileOptions | None = None,
     (see vtakit.compiler.pipeline.compile_module).  cache=False compiles afresh; by default an unchanged
     compile loads the module stored on disk (~/.cache/vtakit or $VTAKIT_CACHE_DIR; vtakit.compiler.cache;
     skipped with a tuning log)."""
+    if _MISSING:
+        raise needs_full_install("compiling", _MISSING)
     if is_torch_module(model):
         with exported(model, example_inputs) as path, tuning_context(tuning_log):
             return compile_module(path, config, options, calibrate=calibrate, cache=cache, **keywords)

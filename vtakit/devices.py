@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from vtakit.errors import DeviceError
+from vtakit.errors import DeviceError, pc_side_missing
 
 ACCELERATOR = "accelerator"
 HOST = "host"
@@ -58,7 +58,10 @@ def _load_providers() -> None:
     if not _loaded:
         _loaded = True
         for module in _PROVIDERS:
-            importlib.import_module(module)
+            try:
+                importlib.import_module(module)
+            except ImportError as missing:  # a board's runtime has no Verilator: no "rtl" device there
+                pc_side_missing(missing)
 
 
 def device_entry(name: str) -> DeviceEntry:

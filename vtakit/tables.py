@@ -8,12 +8,17 @@ import shutil
 import sys
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 from rich.console import Console
 from rich.table import Table
 
+from vtakit.errors import pc_side_missing
 from vtakit.isa.config import HwConfig
 from vtakit.sim.stats import RunStats
+
+try:
+    import matplotlib.pyplot as plt
+except ImportError as missing:  # a board's runtime prints tables; only figures need matplotlib
+    pc_side_missing(missing)
 
 
 class TextTable(Table):

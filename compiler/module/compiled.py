@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from vtakit.devices import HOST, device_entry, register_device
-from vtakit.errors import CompileError, DeviceError
+from vtakit.errors import CompileError, DeviceError, pc_side_missing
 from vtakit.compiler.ir import Graph, TensorInfo
-from vtakit.compiler.backends import cpu, cuda
+from vtakit.compiler.backends import cpu
 from vtakit.compiler.backends.vta.runtime import resolve_device
 from vtakit.compiler.passes.lower import VtaTask
 from vtakit.compiler.module.container import FORMAT, VERSION, read_module, write_module  # noqa: F401
@@ -33,6 +33,11 @@ from vtakit.compiler.ops.execute import check_feeds
 from vtakit.compiler.module.runner import Binding, RunResult, bind, check_finite, run_module
 from vtakit.isa.config import HwConfig
 
+try:
+    from vtakit.compiler.backends import cuda
+except ImportError as missing:  # a board's runtime: no llvmlite, so no PTX; the CPU host runs
+    cuda = None
+    _NO_GPU = pc_side_missing(missing)
 
 
 @dataclass
@@ -46,6 +51,7 @@ class CompiledModule:
     notes: CompileNotes = field(default_factory=CompileNotes)  # what the compile reported (module/notes.py)
     host: str = "cpu"  # where host tasks run: "cpu" or "cuda" (the GPU kernels are listed in notes.gpu)
     last_run: RunResult | None = None
+    last_host_kernels: str = ""  # which CPU host kernels the last run used (cpu.implementation; "" on a GPU)
     _bindings: dict[int, Binding] = field(default_factory=dict, repr=False)
     _gpu_kernels: dict[int, Any] = field(default_factory=dict, repr=False)
     _tiles: dict[str, int] | None = field(default=None, repr=False)
@@ -112,6 +118,8 @@ class CompiledModule:
             raise DeviceError(f"unknown host {host!r}; use cpu, cuda or a GPU backend object")
         if host == "cpu":
             return cpu
+        if cuda is None:
+            raise DeviceError(f"the GPU host needs llvmlite ({_NO_GPU} is not installed: a board's runtime)")
         if host == "cuda":
             try:
                 host = cuda.default_gpu()
@@ -141,6 +149,7 @@ class CompiledModule:
         if gpu is not None:
             label = gpu if dev is None else f"{label} (host tasks on {gpu})"
         self.last_run.device = label
+        self.last_host_kernels = cpu.implementation() if kernels is cpu else ""
         return self.last_run.outputs
 
     def report(self):

@@ -14,15 +14,20 @@ from dataclasses import asdict, dataclass, field
 import math
 from pathlib import Path
 
-import matplotlib
-import matplotlib.pyplot as plt
-
 from vtakit.compiler.module.notes import ModelFactors, QuantNotes
 from vtakit.compiler.ops import op_def
 from vtakit.compiler.quant.recipe import recipe_lines
 from vtakit.compiler.ops import keeps_scale
 from vtakit.isa.config import HwConfig
+from vtakit.errors import needs_full_install, pc_side_missing
 from vtakit.tables import TextTable, save_figure
+
+_NO_PLOTS = ""
+try:
+    import matplotlib
+    import matplotlib.pyplot as plt
+except ImportError as missing:  # a board's runtime: tables and reports work, a roofline PNG says what it needs
+    _NO_PLOTS = pc_side_missing(missing)
 
 VTA_C2_C11_MS = 88.3  # VTA on the PYNQ board, ResNet-18 C2-C11 (WORKLOADS.md)
 
@@ -117,6 +122,7 @@ class ModuleReport:
     host_segments: int = 0  # runs of consecutive host tasks (passes/segments.py groups them)
     outputs: list[OutputRow] = field(default_factory=list)
     slow_host_ops: dict[tuple[str, str], int] = field(default_factory=dict)  # (op, numpy|onnx.reference) -> nodes
+    host_kernels: str = ""  # the CPU's host kernels: "native (llvmlite JIT)" or "numpy fallback" ("": on a GPU)
 
     @classmethod
     def of(cls, module) -> "ModuleReport":
@@ -125,6 +131,7 @@ class ModuleReport:
         rep = cls(cfg, run.device or "?", border_transfers=run.border_transfers, host_segments=run.host_segments,
                   outputs=output_rows(module.graph))
         rep.slow_host_ops = host_kernel_kinds(module.graph)
+        rep.host_kernels = module.last_host_kernels
         reasons = module.notes.host_reasons
         for t in run.tasks:
             if t.place == "vta" and t.cycles:
@@ -164,7 +171,7 @@ class ModuleReport:
         return dict(config=self.config.label, device=self.device, accelerator_cycles=self.accelerator_cycles,
                     accelerator_ms=self.accelerator_ms, host_ms=self.host_ms, utilization=self.utilization,
                     border_transfers=self.border_transfers, host_segments=self.host_segments,
-                    layers=[asdict(r) for r in self.rows],
+                    host_kernels=self.host_kernels, layers=[asdict(r) for r in self.rows],
                     outputs=[asdict(o) for o in self.outputs],
                     host_without_kernels=[dict(op=op, kernel=kind, nodes=count)
                                           for (op, kind), count in sorted(self.slow_host_ops.items())])
@@ -192,7 +199,8 @@ class ModuleReport:
                  f"{self.config.clock_mhz:g} MHz ({self.accelerator_macs / 1e9:.2f} GMACs"
                  + (f", {100 * u:.1f} % of peak)" if u is not None else ")"),
                  f"host: {self.host_ms:.1f} ms measured on this machine in {self.host_segments} segments; "
-                 f"{self.border_transfers} activations crossed between host and DRAM"]
+                 f"{self.border_transfers} activations crossed between host and DRAM"
+                 + (f"; host kernels: {self.host_kernels}" if self.host_kernels else "")]
         slow = self.slow_host_ops
         if slow:
             lines.append("host ops without an llvmlite kernel: " + ", ".join(
@@ -201,6 +209,8 @@ class ModuleReport:
 
     def roofline(self, path) -> Path:
         """A roofline PNG of the accelerator tasks (needs matplotlib)."""
+        if _NO_PLOTS:
+            raise needs_full_install("a roofline plot", _NO_PLOTS)
         matplotlib.use("Agg")
 
         cfg = self.config

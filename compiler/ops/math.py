@@ -7,16 +7,28 @@ from __future__ import annotations
 
 from typing import Callable
 
-import numpy as np
-from scipy import special
+import math
 
-from vtakit.errors import CompileError
+import numpy as np
+
+from vtakit.errors import CompileError, pc_side_missing
 from vtakit.compiler.ir import Graph, Node, TensorInfo
 from vtakit.compiler.ops.registry import contiguous, OpDef, Precision, broadcast, register, text
 from vtakit.compiler.ops.elementwise import infer_binary
 from vtakit.compiler.ops.onnx_reference import convert_generic
 
 _F = np.float32
+
+try:
+    from scipy import special
+    _erf, _expit = special.erf, special.expit
+except ImportError as missing:  # a board's runtime: the same functions from Python's math and numpy
+    pc_side_missing(missing)
+    def _erf(x: np.ndarray) -> np.ndarray:
+        return np.frompyfunc(math.erf, 1, 1)(x).astype(np.asarray(x).dtype)
+
+    def _expit(x: np.ndarray) -> np.ndarray:
+        return (1 / (1 + np.exp(-x))).astype(x.dtype)
 
 
 def _convert_variadic(imp, n, name: str, at: dict) -> None:
@@ -64,16 +76,16 @@ def _attrs_of(spec: dict[str, tuple[str, object]]) -> Callable:
 def _gelu(x: np.ndarray, a: dict) -> np.ndarray:
     if a.get("approximate", "none") == "tanh":
         return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
-    return 0.5 * x * (1 + special.erf(x / np.sqrt(2)))
+    return 0.5 * x * (1 + _erf(x / np.sqrt(2)))
 
 
 UNARY: dict[str, tuple[Callable[[np.ndarray, dict], np.ndarray], dict]] = {
-    "Sigmoid": (lambda x, a: special.expit(x), {}),
+    "Sigmoid": (lambda x, a: _expit(x), {}),
     "Tanh": (lambda x, a: np.tanh(x), {}),
     "Exp": (lambda x, a: np.exp(x), {}),
     "Log": (lambda x, a: np.log(x), {}),
     "Sqrt": (lambda x, a: np.sqrt(x), {}),
-    "Erf": (lambda x, a: special.erf(x), {}),
+    "Erf": (lambda x, a: _erf(x), {}),
     "Abs": (lambda x, a: np.abs(x), {}),
     "Neg": (lambda x, a: np.negative(x), {}),
     "Reciprocal": (lambda x, a: np.reciprocal(x), {}),

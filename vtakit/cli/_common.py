@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from vtakit.errors import VtaError
+from vtakit.errors import VtaError, needs_full_install
 from vtakit.isa.config import DEFAULT_PRESET, HwConfig
 
 # Tables stay readable when the output goes to a file or a CI log.
@@ -24,6 +24,13 @@ CONFIG_HELP = f"preset name or JSON file (default {DEFAULT_PRESET})"
 def load_config(spec: str | None) -> HwConfig:
     """The HwConfig a --config option names (the default preset when it names none)."""
     return HwConfig.load(spec or DEFAULT_PRESET)
+
+
+def require_full_install(missing: str, what: str) -> None:
+    """A PC-side command (compile, tune, explore, the RTL) on a board's runtime, where `missing` (a PC-side
+    package its module could not import) is absent: one error line instead of a traceback."""
+    if missing:
+        raise needs_full_install(what, missing)
 
 
 def parse_ints(text: str, count: int, flag: str) -> list[int]:

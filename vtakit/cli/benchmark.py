@@ -12,14 +12,21 @@ import json
 
 from rich.progress import Progress
 
-from vtakit.cli._common import CONFIG_HELP, console, load_config, print_rows, progress_console
+from vtakit.cli._common import CONFIG_HELP, console, load_config, print_rows, progress_console, require_full_install
 from vtakit.cli.tuning import add_measure_options, cmd_bench_tuner
 from vtakit.compiler.backends.vta.layer_runs import run_layer, select, summary
+from vtakit.errors import pc_side_missing
 from vtakit.isa.config import HwConfig
-from vtakit.scheduling.log import tuning_context
+
+_MISSING = ""  # a PC-side package this command needs and a board's runtime lacks (errors.PC_SIDE)
+try:
+    from vtakit.scheduling.log import tuning_context
+except ImportError as missing:  # a board's runtime: `bench` runs without tuning logs
+    _MISSING = pc_side_missing(missing)
 
 
 def cmd_bench_layers(args) -> int:
+    require_full_install(_MISSING, "vtakit bench")
 
     cfg = load_config(args.config)
     what = args.bench

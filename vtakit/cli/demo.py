@@ -6,18 +6,24 @@ import time
 
 import numpy as np
 
-from vtakit.cli._common import CONFIG_HELP, DeprecatedAlias, console, load_config, png_path
-from vtakit.compiler import zoo
+from vtakit.cli._common import CONFIG_HELP, DeprecatedAlias, console, load_config, png_path, require_full_install
 from vtakit.compiler.backends.vta import ops, reference
 from vtakit.compiler.backends.vta.layers import RESNET18
 from vtakit.compiler.module.report import VTA_C2_C11_MS
-from vtakit.compiler.pipeline import compile_module
-from vtakit.errors import VtaError
+from vtakit.errors import VtaError, pc_side_missing
 from vtakit.sim import SimDevice
 from vtakit.tables import stats_tables
 
+_MISSING = ""  # a PC-side package this command needs and a board's runtime lacks (errors.PC_SIDE)
+try:
+    from vtakit.compiler import zoo
+    from vtakit.compiler.pipeline import compile_module
+except ImportError as missing:  # a board's runtime: `vtakit demo` compiles, so it says it needs the full install
+    _MISSING = pc_side_missing(missing)
+
 
 def cmd_demo(args) -> int:
+    require_full_install(_MISSING, "vtakit demo")
     return _network_demo(args) if args.layer is None else _layer_demo(args)
 
 

@@ -5,12 +5,17 @@ from __future__ import annotations
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from vtakit.cli._common import console
-from vtakit.errors import VtaError
-from vtakit.scheduling.design_space import load_space
-from vtakit.scheduling.executor import executor
-from vtakit.scheduling.explore import check_network, explore
-from vtakit.scheduling.explore_report import write_outputs
+from vtakit.cli._common import console, require_full_install
+from vtakit.errors import VtaError, pc_side_missing
+
+_MISSING = ""  # a PC-side package this command needs and a board's runtime lacks (errors.PC_SIDE)
+try:
+    from vtakit.scheduling.design_space import load_space
+    from vtakit.scheduling.executor import executor
+    from vtakit.scheduling.explore import check_network, explore
+    from vtakit.scheduling.explore_report import write_outputs
+except ImportError as missing:  # a board's runtime: `vtakit explore` says it needs the full install
+    _MISSING = pc_side_missing(missing)
 
 
 def _results_table(result) -> Table:
@@ -42,6 +47,7 @@ def _results_table(result) -> Table:
 
 
 def cmd_explore(args) -> int:
+    require_full_install(_MISSING, "vtakit explore")
     space = load_space(args.space)
     opts = space.options
     network = args.network or opts.network

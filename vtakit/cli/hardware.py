@@ -8,15 +8,20 @@ import time
 
 from rich.table import Table
 
-from vtakit.cli._common import CONFIG_HELP, console, load_config
-from vtakit.errors import VtaError
+from vtakit.cli._common import CONFIG_HELP, console, load_config, require_full_install
+from vtakit.errors import VtaError, pc_side_missing
 from vtakit.hw.build import build
 from vtakit.hw.cosim import cosim
 from vtakit.hw.gen import generate
 from vtakit.hw.pnr import pnr
 from vtakit.hw.synth import PARTS, synth
-from vtakit.hw.timing import NET_DELAY_NS, XCUP_SCALE, timing
 from vtakit.isa.image import ProgramImage
+
+_MISSING = ""  # a PC-side package this command needs and a board's runtime lacks (errors.PC_SIDE)
+try:
+    from vtakit.hw.timing import NET_DELAY_NS, XCUP_SCALE, timing
+except ImportError as missing:  # a board's runtime has no Yosys: `hw synth` says it needs the full install
+    _MISSING = pc_side_missing(missing)
 
 
 def cmd_gen(args) -> int:
@@ -37,6 +42,7 @@ def cmd_build(args) -> int:
 
 
 def cmd_synth(args) -> int:
+    require_full_install(_MISSING, "vtakit hw synth")
     cfg = load_config(args.config)
     with console.status(f"Yosys synth_xilinx of {cfg.label} (minutes on first run, cached after)"):
         result = synth(cfg, args.part)

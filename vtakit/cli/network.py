@@ -14,25 +14,30 @@ from pathlib import Path
 import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from vtakit.cli._common import CONFIG_HELP, DeprecatedAlias, console, png_path, progress_console
+from vtakit.cli._common import CONFIG_HELP, DeprecatedAlias, console, png_path, progress_console, require_full_install
 from vtakit.compiler.frontend.limits import use_limits
-from vtakit.compiler.frontend.onnx_import import import_onnx
 from vtakit.compiler.module.compiled import CompiledModule
 from vtakit.compiler.module.notes import QuantNotes
 from vtakit.compiler.module.report import calibration_lines, host_reason_lines
 from vtakit.compiler.module.runner import NonFiniteInputWarning
 from vtakit.compiler.options import CHOICES, CalibrationMethod, CompileOptions, QUANT_OPTIONS, QuantOptions
-from vtakit.compiler.pipeline import compile_module, optimize
-from vtakit.compiler.quant.accuracy import accuracy_report
 from vtakit.compiler.quant.int8 import first_sample_shapes
 from vtakit.compiler.quant.recipe import recipe_table
 from vtakit.compiler.quant.recipe_search import float_and_int8_auto
 from vtakit.compiler.quant.techniques import catalog  # noqa: F401  (each technique's option: its flag)
 from vtakit.devices import device_names
-from vtakit.errors import CompileError, VtaError, one_line
+from vtakit.errors import CompileError, VtaError, one_line, pc_side_missing
 from vtakit.files import check_archive, regular_file
 from vtakit.isa.config import DEFAULT_PRESET, HwConfig
-from vtakit.scheduling.log import tuning_context
+
+_MISSING = ""  # a PC-side package this command needs and a board's runtime lacks (errors.PC_SIDE)
+try:
+    from vtakit.compiler.frontend.onnx_import import import_onnx
+    from vtakit.compiler.pipeline import compile_module, optimize
+    from vtakit.compiler.quant.accuracy import accuracy_report
+    from vtakit.scheduling.log import tuning_context
+except ImportError as missing:  # a board's runtime runs modules; compiling says it needs the full install
+    _MISSING = pc_side_missing(missing)
 
 
 
@@ -111,6 +116,7 @@ def _number(text: str, spec: str) -> object:
 
 
 def cmd_compile(args) -> int:
+    require_full_install(_MISSING, "vtakit compile")
     cal = _calibration(args.calibrate)
     t0 = time.perf_counter()
     options = CompileOptions(target=args.target, host=args.host, quant=_quant_options(args),
@@ -306,6 +312,7 @@ def _keep_float(spec: str) -> tuple[str, ...]:
 
 def cmd_accuracy(args) -> int:
     """`report MODEL --accuracy`: the float and int8 graphs side by side, per layer."""
+    require_full_install(_MISSING, "vtakit report --accuracy")
     cal = _calibration(args.calibrate)
     with _limits(args):
         graph = optimize(import_onnx(args.module, _input_shapes(args.input_shape), bind=first_sample_shapes(cal)))

@@ -8,17 +8,23 @@ import time
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from vtakit.cli._common import CONFIG_HELP, console, load_config, progress_console
-from vtakit.errors import VtaError
-from vtakit.scheduling.executor import executor
-from vtakit.scheduling.log import TuningLog
-from vtakit.scheduling.measure import Measurer
-from vtakit.scheduling.model import TrainingSet
-from vtakit.scheduling.schedule_space import ConvSpace
-from vtakit.scheduling.task import workload_tasks
-from vtakit.scheduling.tune import tune_task
-from vtakit.scheduling.tuner_race import TARGET, race, ratio_summary
-from vtakit.scheduling.tuners import TUNERS
+from vtakit.cli._common import CONFIG_HELP, console, load_config, progress_console, require_full_install
+from vtakit.errors import VtaError, pc_side_missing
+
+_MISSING = ""  # a PC-side package this command needs and a board's runtime lacks (errors.PC_SIDE)
+try:
+    from vtakit.scheduling.executor import executor
+    from vtakit.scheduling.log import TuningLog
+    from vtakit.scheduling.measure import Measurer
+    from vtakit.scheduling.model import TrainingSet
+    from vtakit.scheduling.schedule_space import ConvSpace
+    from vtakit.scheduling.task import workload_tasks
+    from vtakit.scheduling.tune import tune_task
+    from vtakit.scheduling.tuner_race import TARGET, race, ratio_summary
+    from vtakit.scheduling.tuners import TUNERS
+except ImportError as missing:  # a board's runtime: `vtakit tune` says it needs the full install
+    _MISSING = pc_side_missing(missing)
+    TUNERS = {}
 
 
 def _tasks(args):
@@ -34,6 +40,7 @@ def _check_counts(args) -> None:
 
 
 def cmd_tune(args) -> int:
+    require_full_install(_MISSING, "vtakit tune")
     _check_counts(args)
     cfg, tasks = _tasks(args)
     measurer = Measurer(args.device, check=not args.no_check)
@@ -99,6 +106,7 @@ def _print_tuned(results, cfg, seconds: float) -> None:
 
 
 def cmd_bench_tuner(args) -> int:
+    require_full_install(_MISSING, "vtakit bench tuner")
     _check_counts(args)
     if args.seeds < 1:
         raise VtaError(f"--seeds must be >= 1, got {args.seeds}")
@@ -147,7 +155,7 @@ def register(sub) -> None:
     t = sub.add_parser("tune", help="search schedules for a workload's layers, logging every measurement")
     t.add_argument("--config", help=CONFIG_HELP)
     add_measure_options(t, 200)
-    t.add_argument("--tuner", default="xgb", choices=TUNERS)
+    t.add_argument("--tuner", default="xgb", choices=TUNERS or None)
     t.add_argument("--log", required=True, help="JSON-lines tuning log (appended; a rerun resumes from it)")
     t.add_argument("--seed", type=int, default=0)
     t.set_defaults(func=cmd_tune)
