@@ -12,7 +12,7 @@ cache keys a compile by everything that decides its result, and stores the modul
                               versions, the names registered in the op, technique, option and lowering
                               registries, and the model-size limits in force
 
-Entries live under $VTAKIT_CACHE_DIR, else $XDG_CACHE_HOME/vtakit, else ~/.cache/vtakit, one file per key;
+Entries live in $VTAKIT_CACHE_DIR, else $XDG_CACHE_HOME/vtakit/modules or ~/.cache/vtakit/modules, one file per key;
 `cache=False` (`vtakit compile --no-cache`) or VTAKIT_COMPILE_CACHE=off turns the cache off.  A compile the key
 cannot describe (a tuning log or other schedule table in force, a model or option of an unknown kind, an
 external data file that is not a regular file in the model's folder) is neither looked up nor stored.
@@ -84,11 +84,12 @@ def enabled(cache: bool | None) -> bool:
 
 
 def cache_dir() -> Path:
-    """$VTAKIT_CACHE_DIR, else $XDG_CACHE_HOME/vtakit, else ~/.cache/vtakit."""
+    """$VTAKIT_CACHE_DIR, else modules/ in $XDG_CACHE_HOME/vtakit or ~/.cache/vtakit (the RTL builds'
+    folder, hw/build.py, holds its own beside it)."""
     explicit = os.environ.get("VTAKIT_CACHE_DIR")
     if explicit:
         return Path(explicit)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vtakit"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vtakit" / "modules"
 
 
 def _budget_bytes() -> int:

@@ -16,11 +16,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterator
 
+import vtakit
+from vtakit.compiler import zoo
 from vtakit.compiler.backends.vta import heuristics, ops, packing
 from vtakit.compiler.backends.vta.heuristics import CostFit, ConvShape
 from vtakit.compiler.backends.vta.layers import RESNET18
 from vtakit.errors import CompileError
 from vtakit.isa.config import HwConfig
+from vtakit.scheduling.task import task_from_layer
 
 TABLE = Path(__file__).with_name("default_schedules.json")
 NETWORKS = ("digits_cnn", "small_cnn", "mobilenet_v1", "resnet18", "resnet34")
@@ -58,8 +61,6 @@ def asked(into: dict[tuple, Case]) -> Iterator[None]:
 
 def network_cases(name: str) -> list[Case]:
     """The shapes compiling zoo network `name` for pynq (seeded calibration) asks the heuristic about."""
-    import vtakit  # lazy: the compiler's whole pipeline, only when recording
-    from vtakit.compiler import zoo  # lazy: onnx models, only when recording
     seen: dict[tuple, Case] = {}
     with asked(seen):
         vtakit.compile(zoo.build(name), "pynq")
@@ -69,7 +70,6 @@ def network_cases(name: str) -> list[Case]:
 def layer_cases() -> list[Case]:
     """ResNet-18's C1-C11 (VTA's benchmark epilogue) on every preset, with the heuristic's own thread
     count and with each fixed one."""
-    from vtakit.scheduling.task import task_from_layer  # lazy: the tuner's tasks, only when recording
     cases: list[Case] = []
     for preset in HwConfig.preset_names():
         cfg = HwConfig.preset(preset)
