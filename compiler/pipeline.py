@@ -29,6 +29,7 @@ from vtakit.compiler.quant.recipe_search import float_and_int8_auto
 from vtakit.compiler.gc_budget import with_fewer_collections
 from vtakit.compiler.passes.fold import canonicalize_dense, fold_into_conv, fold_pads, fuse_activations
 from vtakit.compiler.passes.linear_rows import flatten_matmul_rows
+from vtakit.compiler.passes.head_products import split_head_products
 from vtakit.compiler.ir import Graph
 from vtakit.compiler.passes.lower import VtaTask, lower_node
 from vtakit.compiler.module.compiled import CompiledModule
@@ -103,6 +104,10 @@ def _optimize(c: Compilation) -> None:
     c.float_graph = c.graph = optimize(c.source, keep_fake_quant=c.options.target is not Target.VTA)
     if c.options.target is not Target.VTA:
         c.tasks = [n.name for n in c.graph.nodes]
+
+
+def _heads(c: Compilation) -> None:
+    c.float_graph = c.graph = split_head_products(c.float_graph)
 
 
 def _precision(c: Compilation) -> None:
@@ -203,6 +208,8 @@ PIPELINE: tuple[Step, ...] = (
     Step("optimize", _optimize, ALL_TARGETS, "simplify, Gemm/MatMul to Dense, fold batch norm, scales and pads, "
                                              "fuse activations (passes/); cpu and cuda stop here, one host task "
                                              "per node"),
+    Step("heads", _heads, VTA_ONLY, "batched products of two activations (attention's Q.K^T, A.V) split into one "
+                                     "accelerator product per head (passes/head_products.py)"),
     Step("precision", _precision, VTA_ONLY, "int8-capable nodes the accelerator would not take stay float on "
                                             "the host (passes/partition.py host_bound)"),
     Step("quantize", _quantize, VTA_ONLY, "calibrate and quantize to power-of-two int8, the recipe searched "

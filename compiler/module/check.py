@@ -26,7 +26,7 @@ from vtakit.compiler.module.notes import CompileNotes
 from vtakit.compiler.backends.vta.graph_ops import lowering_rule
 from vtakit.compiler.backends.vta.packing import ReductionPacking
 from vtakit.compiler.backends.vta.program import Program, TensorSpec
-from vtakit.compiler.backends.vta.runtime import act_nchw
+from vtakit.compiler.backends.vta.runtime import WEIGHT_OPERAND, act_nchw
 from vtakit.compiler.ops.shapes import infer
 from vtakit.isa.config import HwConfig
 from vtakit.isa.encoding import decode_columns, decode_program
@@ -279,7 +279,7 @@ def _check_task(path, module, t: VtaTask) -> None:
                 raise _Invalid(f"activation {name!r} is bound to {key[:80]!r}, its buffer is {buf.key[:80]!r}")
             if buf.block not in (cfg.block_in, cfg.block_out) or buf.planes not in (1, 4):
                 raise _Invalid(f"activation {name!r} ({key[:80]}) does not fit the config's blocks")
-            if buf.packing:
+            if buf.packing and buf.packing != WEIGHT_OPERAND:
                 ReductionPacking.from_spec(buf.packing)
             wanted = node.outputs[:1] if name == p.output else node.inputs
             if buf.tensor not in wanted:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from vtakit.compiler.ir import Graph, Node
 
 _CONVS = ("Conv", "QConv")
-_PRODUCTS = ("Dense", "QDense", "Gemm", "MatMul", "QMatMul")
+_PRODUCTS = ("Dense", "QDense", "Gemm", "MatMul", "ActDense", "QActDense")
 
 
 def node_macs(g: Graph, n: Node) -> int:

@@ -22,7 +22,7 @@ from vtakit.compiler.ops.execute import check_feeds, run_node
 from vtakit.compiler.passes.lower import ActBuffer, VtaTask
 from vtakit.compiler.module.packed_host import tile_constant
 from vtakit.compiler.backends.vta.packing import ReductionPacking
-from vtakit.compiler.backends.vta.runtime import act_nchw, from_nchw, join_planes, to_nchw
+from vtakit.compiler.backends.vta.runtime import WEIGHT_OPERAND, act_nchw, from_nchw, join_planes, pack_weight, to_nchw
 from vtakit.isa.fields import INSN_BYTES
 from vtakit.sim.stats import RunStats
 from vtakit.isa.arith import ceil_div
@@ -128,6 +128,9 @@ def _write_packed(module, b: Binding, buf: ActBuffer, packed: np.ndarray) -> Non
 
 def _write_act(module, b: Binding, buf: ActBuffer, value: np.ndarray) -> None:
     cfg = module.config
+    if buf.packing == WEIGHT_OPERAND:  # an activation the GEMM reads as its weights (attention's K or V)
+        _write_packed(module, b, buf, pack_weight(value.reshape(value.shape + (1, 1)), cfg.block_out, cfg.block_in))
+        return
     v4 = to_nchw(value)
     if buf.packing:   # the conv reading it runs on a host-side im2col / space-to-depth of it
         v4 = ReductionPacking.from_spec(buf.packing).input(v4)

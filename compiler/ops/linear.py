@@ -3,7 +3,12 @@
 Gemm and a 2-D MatMul by a constant become Dense in `fold.canonicalize_dense`; only
 Dense has an int8 form (constant weights).  An Einsum that is a (batched) matrix product imports
 as MatMul (operands and result transposed as its equation says), so it reaches the same kernels
-and the int8 path; any other Einsum runs through onnx.reference."""
+and the int8 path; any other Einsum runs through onnx.reference.
+
+ActDense (y = x @ w.T, both operands activations) is one head of attention's products, Q.K^T or A.V, as
+`passes/head_products.py` splits a batched MatMul of two activations; Head takes one (batch, head) slice.
+Its int8 form QActDense multiplies two int8 tensors (the "product" rule: the exponents add), and the
+accelerator runs it as a dense layer whose weights the host writes from the activation."""
 
 from __future__ import annotations
 
@@ -159,3 +164,30 @@ register(OpDef("Dense", _infer_dense, _run_dense, Precision.INT8, int8_form=_wei
                int8_rule="weights"))
 generic_def("Einsum", versions=(12,), doc="a (batched) matmul imports as MatMul", convert=_convert_einsum)
 register(OpDef("QDense", _infer_dense, _run_qdense, None))
+
+
+def _infer_act_dense(node: Node, g: Graph) -> list[TensorInfo]:
+    x, w = g.tensors[node.inputs[0]].shape, g.tensors[node.inputs[1]].shape
+    if len(x) != 2 or len(w) != 2 or x[1] != w[1]:
+        raise fail(node, f"needs x (M, K) and w (N, K), got {x} and {w}")
+    return [TensorInfo((x[0], w[0]), "float32")]
+
+
+def _run_qact_dense(node: Node, args: list, k) -> object:
+    """int8 x int8: the int32 product (a wide output, no shift), or shifted and clipped to int8."""
+    return k.dense(args[0], args[1], None, shift=node.attrs.get("shift"), clip=node.attrs.get("clip"))
+
+
+def _infer_head(node: Node, g: Graph) -> list[TensorInfo]:
+    x = g.tensors[node.inputs[0]]
+    if not x.shape or not 0 <= node.attrs["index"] < x.shape[0]:
+        raise fail(node, f"no slice {node.attrs['index']} of a {x.shape} tensor")
+    return [TensorInfo(x.shape[1:], x.dtype)]
+
+
+register(OpDef("ActDense", _infer_act_dense, lambda n, a, k: k.dense(a[0], a[1], None), Precision.INT8,
+               int8_form=lambda g, n: not any(g.is_const(i) for i in n.inputs[:2]), int8_op="QActDense",
+               int8_rule="product", doc="x @ w.T of two activations: one head of attention's products"))
+register(OpDef("QActDense", _infer_act_dense, _run_qact_dense, None))
+register(OpDef("Head", _infer_head, lambda n, a, k: np.ascontiguousarray(a[0][n.attrs["index"]]), Precision.FLOAT,
+               kernel="numpy", doc="one (batch, head) slice of attention's operands (its own int8 scale)"))

@@ -40,7 +40,7 @@ FormFn = Callable[["Graph", "Node"], bool]
 PlaceFn = Callable[["Graph", "Node", Any], "str | None"]
 
 KERNELS = ("llvmlite", "numpy", "onnx.reference")
-INT8_RULES = ("weights", "sum")
+INT8_RULES = ("weights", "sum", "product")
 FLOAT32 = ("float32",)
 FLOAT32_INT8 = ("float32", "int8")  # what the llvmlite conv, dense and pooling kernels take
 
@@ -62,7 +62,8 @@ class OpDef:
     int8_form: FormFn | None = None  # whether the node can compute in int8 here (default: by precision class)
     int8_op: str | None = None  # the quantizer's op for its int8 form, when that form rescales (QConv, QAdd)
     int8_rule: str | None = None  # how: "weights" (x * constant w + b, then a shift; folds batch norm and
-    # scales into w) or "sum" (operands brought to one scale); both carry a fused activation's clip
+    # scales into w), "sum" (operands brought to one scale) or "product" (two activations multiplied: the
+    # exponents add); each carries a fused activation's clip
     accel: PlaceFn | None = None  # None when the accelerator takes the (quantized) node, else why not
     lower: Callable[..., Any] | None = None  # (graph, node, cfg, schedule) -> backends/vta/graph_ops.AccelProgram
     kernel: str = "llvmlite"  # what runs it on the host: llvmlite kernels, numpy, or onnx.reference

@@ -120,7 +120,8 @@ def precision_plan(g: Graph) -> PrecisionPlan:
             continue
         int8.add(n.name)
         out = n.outputs[0]
-        if int8_rule(n.op) == "weights" and "act" not in n.attrs and not any(needs[r.name] for r in users.get(out, [])):
+        if int8_rule(n.op) in ("weights", "product") and "act" not in n.attrs \
+                and not any(needs[r.name] for r in users.get(out, [])):
             wide.add(n.name)
         else:
             int8_tensors.add(out)

@@ -220,6 +220,8 @@ def assign_exponents(g: Graph, cal: Calibration, int8_nodes: list[Node],
                 limit = exp[groups.find(n.inputs[0])] + weight_exp[n.name]
             elif int8_rule(n.op) == "sum":
                 limit = exp[groups.find(wide.get(n.inputs[0], n.inputs[0]))]
+            elif int8_rule(n.op) == "product":  # int8 x int8: the product's exponent is the sum
+                limit = exp[groups.find(n.inputs[0])] + exp[groups.find(n.inputs[1])]
             else:
                 continue
             if exp[out] > limit:
@@ -282,7 +284,7 @@ def graph_roundtrip(g: Graph, requant: str):
     if requant != "multiplier":
         return weight_roundtrip
     plan = precision_plan(g)
-    wide = {_bytes_key(g.consts[n.inputs[1]]) for n in g.nodes if n.name in plan.wide}
+    wide = {_bytes_key(g.consts[n.inputs[1]]) for n in g.nodes if n.name in plan.wide and g.is_const(n.inputs[1])}
 
     def roundtrip(w: np.ndarray) -> np.ndarray:
         return weight_roundtrip(w, "pow2" if _bytes_key(w) in wide else requant)
@@ -446,6 +448,15 @@ def quantize(graph: Graph, cal: Calibration, weight_cache: dict | None = None) -
                 info = TensorInfo(g.tensors[out].shape, "int8", exp[out])
             if np.any(bias_q) or len(n.inputs) > 2:
                 ins.append(q.add_const(f"{n.name}.bias_q", np.clip(bias_q, -2 ** 31, 2 ** 31 - 1).astype(np.int32)))
+            op = op_def(n.op, n).int8_op
+        elif int8_rule(n.op) == "product":
+            ins = [as_int(i, n) for i in n.inputs]
+            e_in = exp[n.inputs[0]] + exp[n.inputs[1]]
+            if wide:  # the int32 product leaves as it is, on the exponents' sum (a float reader dequantizes it)
+                info = TensorInfo(g.tensors[out].shape, "int32", e_in)
+            else:
+                attrs.update(shift=e_in - exp[out], clip=_qclip(n.attrs.get("act"), exp[out]))
+                info = TensorInfo(g.tensors[out].shape, "int8", exp[out])
             op = op_def(n.op, n).int8_op
         elif int8_rule(n.op) == "sum":
             ins = [as_int(i, n) for i in n.inputs]

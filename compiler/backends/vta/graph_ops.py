@@ -21,7 +21,7 @@ from vtakit.compiler.backends.vta.depthwise import compile_depthwise, depthwise_
 from vtakit.compiler.backends.vta.ops import compile_conv2d, compile_eltwise, conv_packing, fused_pool_reason
 from vtakit.compiler.backends.vta.packing import ConvGeometry, ReductionPacking, packing
 from vtakit.compiler.backends.vta.lowering import bias_fits, pack_bias_weight
-from vtakit.compiler.backends.vta.runtime import act_nchw, pack_bias, pack_weight
+from vtakit.compiler.backends.vta.runtime import WEIGHT_OPERAND, act_nchw, pack_bias, pack_weight
 from vtakit.compiler.backends.vta.te import move_reason, split_channel_shift
 from vtakit.isa.config import HwConfig
 
@@ -294,12 +294,26 @@ def place_maxpool(g: Graph, n: Node, cfg) -> str | None:
 
 
 def place_dense(g: Graph, n: Node, cfg: HwConfig) -> str | None:
-    """A QDense always fits: a 1x1 image through the GEMM core."""
+    """A QDense (and a QActDense) always fits: its rows as a 1 x M image through the GEMM core."""
     return None
+
+
+def lower_act_dense(g: Graph, n: Node, cfg: HwConfig, schedule: dict | None) -> AccelProgram:
+    """QActDense: a dense layer whose weights are an activation, which the host writes in the weight layout
+    (`runtime.WEIGHT_OPERAND`); no shift leaves the int32 product (byte planes) for a float reader."""
+    a = n.attrs
+    x_shape = act_nchw(g.tensors[n.inputs[0]].shape)
+    outputs, inner = g.tensors[n.inputs[1]].shape
+    op, used = compile_conv2d(cfg, x_shape=x_shape, w_shape=(outputs, inner, 1, 1), shift=a.get("shift"),
+                              clip=tuple(a["clip"]) if "clip" in a else None, schedule=schedule, name=n.name)
+    macs = x_shape[3] * outputs * inner
+    return AccelProgram(op, used, {}, {"data": n.inputs[0], "weight": n.inputs[1]}, macs,
+                        {"weight": WEIGHT_OPERAND})
 
 
 accelerate("QConv", place_qconv, lower_qconv)
 accelerate("QDense", place_dense, lower_linear)
+accelerate("QActDense", place_dense, lower_act_dense)
 accelerate("QAdd", place_qadd, lower_add)
 accelerate("Relu", place_relu, lower_relu)
 accelerate("MaxPool", place_maxpool, lower_maxpool)

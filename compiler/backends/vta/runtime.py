@@ -42,6 +42,11 @@ def act_nchw(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
     return shape[0], shape[1], int(np.prod(shape[2:-1], dtype=np.int64)), shape[-1]
 
 
+WEIGHT_OPERAND = "weight"
+"""The packing of an activation the accelerator reads as a GEMM's weights (an ActDense's right operand, attention's
+K or V of one head): the host writes its (N, K) value in the weight layout, `pack_weight` of (N, K, 1, 1)."""
+
+
 def to_nchw(value: np.ndarray) -> np.ndarray:
     """`value` in its `act_nchw` view (rows of a 2-D tensor become the width)."""
     if value.ndim == 2:

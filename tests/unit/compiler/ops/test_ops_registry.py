@@ -245,11 +245,13 @@ def test_the_quantizer_and_folds_read_int8_rules_from_the_registry():
     from vtakit.compiler.quant import quantize
 
     rules = {name: (d.int8_op, d.int8_rule) for name, d in OPS.items() if d.int8_rule}
-    assert rules == {"Conv": ("QConv", "weights"), "Dense": ("QDense", "weights"), "Add": ("QAdd", "sum")}
+    assert rules == {"Conv": ("QConv", "weights"), "Dense": ("QDense", "weights"), "Add": ("QAdd", "sum"),
+                     "ActDense": ("QActDense", "product")}
     assert all(OPS[op].precision is None for op, _ in rules.values())
     for module in (quantize, fold):
         source = inspect.getsource(module)
-        assert not any(s in source for s in ('"QConv"', '"QDense"', '"QAdd"', '("Conv", "Dense")', 'op == "Add"'))
+        assert not any(s in source for s in ('"QConv"', '"QDense"', '"QAdd"', '"QActDense"', '("Conv", "Dense")',
+                                             'op == "Add"'))
 
 
 @pytest.mark.parametrize("op", ["NonZero", "Unique"])
