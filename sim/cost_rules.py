@@ -77,13 +77,14 @@ def static_costs(cfg: HwConfig, opcode: np.ndarray, mem: dict[str, np.ndarray],
         yp = mem["y_pad_0"][idx] + mem["y_pad_1"][idx]
         pad_elems = yp * (x + xp) + y * xp
         # One entry per DRAM row, summed back per instruction.
-        owner = np.repeat(np.arange(idx.size), y)
-        first = np.repeat(np.cumsum(y) - y, y)
+        counts = y.astype(np.intp, copy=False)  # repeat counts must be intp (int32 on 32-bit ARM)
+        owner = np.repeat(np.arange(idx.size), counts)
+        first = np.repeat(np.cumsum(y) - y, counts)
         r = np.arange(owner.size) - first
         addr = (mem["dram_base"][idx] * eb)[owner] + r * (stride * eb)[owner]
         narrow = (eb < cfg.bus_bytes) * np.where(opcode[idx] == Opcode.STORE, 2, 1)
         rows = row_cost(cfg, addr, (x * eb)[owner], x[owner], narrow[owner])
-        transfer = np.bincount(owner, weights=rows, minlength=idx.size).astype(np.int64)
+        transfer = np.bincount(owner.astype(np.intp, copy=False), weights=rows, minlength=idx.size).astype(np.int64)
         duration[idx] = 1 + pad_elems + transfer
         port[idx] = y > 0
 

@@ -110,8 +110,8 @@ class GemmKernel:
         for b in blocks:
             p, g = b.pixels, b.wgt.shape[0]
             # np.take: the same gather as inp_f[b.src], about three times faster for these rows
-            x = np.take(inp_f, b.src, axis=0).reshape(p, k, batch, c).transpose(0, 2, 1, 3).reshape(p * batch, k * c)
-            w = np.take(wgt_f, b.wgt, axis=0).transpose(1, 3, 0, 2).reshape(k * c, g * o)
+            x = np.take(inp_f, b.src.astype(np.intp, copy=False), axis=0).reshape(p, k, batch, c).transpose(0, 2, 1, 3).reshape(p * batch, k * c)
+            w = np.take(wgt_f, b.wgt.astype(np.intp, copy=False), axis=0).transpose(1, 3, 0, 2).reshape(k * c, g * o)
             out = np.matmul(x.astype(ftype, copy=False), w.astype(ftype, copy=False))
             vals = (out.astype(np.int64) if wide else out).astype(self.acc_dtype)
             vals = vals.reshape(p, batch, g, o).transpose(2, 0, 1, 3)
@@ -147,7 +147,7 @@ class GemmKernel:
         n = src.size
         batch, k = inp_f.shape[1], inp_f.shape[2]
         o = wgt_f.shape[1]
-        counts = np.bincount(wgt)
+        counts = np.bincount(wgt.astype(np.intp, copy=False))
         used = np.flatnonzero(counts)
         if n >= _GROUPED_MIN_ROWS * used.size:
             # Few distinct weight entries: one dense matmul per entry.
@@ -173,7 +173,7 @@ def scatter_add(acc2d: np.ndarray, idx: np.ndarray, vals: np.ndarray) -> None:
     """acc2d[idx[n]] += vals[n], with repeated indices summed (wrapping)."""
     if idx.size == 0:
         return
-    if np.bincount(idx).max() <= 1:
+    if np.bincount(idx.astype(np.intp, copy=False)).max() <= 1:
         acc2d[idx] += vals
     else:
         np.add.at(acc2d, idx, vals)

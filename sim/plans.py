@@ -159,7 +159,7 @@ def reset_plan(dst: np.ndarray, src: np.ndarray, wgt: np.ndarray) -> ResetPlan:
     n = dst.size
     entries, first_from_end = np.unique(dst[::-1], return_index=True)
     last = n - 1 - first_from_end
-    once = (np.bincount(dst)[entries] == 1)[:, None, None]
+    once = (np.bincount(dst.astype(np.intp, copy=False))[entries] == 1)[:, None, None]
     src, wgt = src[last], wgt[last]
     single = bool((src == src[0]).all() and (wgt == wgt[0]).all())
     return ResetPlan(as_entries(entries), src, wgt, None if once.all() else once, single)
@@ -236,7 +236,7 @@ def alu_plan(d0, s0, it_out: int, it_in: int, dfo: int, dfi: int, sfo: int, sfi:
             dst = _nest(d0, o0, n_out, i0, n_in, dfo, dfi)
             src = _nest(s0, o0, n_out, i0, n_in, sfo, sfi) if tensor else None
             n = dst.size
-            repeated = bool(np.bincount(dst).max() > 1)
+            repeated = bool(np.bincount(dst.astype(np.intp, copy=False)).max() > 1)
             reads_earlier_write = False
             if src is not None and max(src.max(), dst.max()) < depth:  # else the range check refuses it
                 first_write = np.full(depth, n, dtype=np.int64)
