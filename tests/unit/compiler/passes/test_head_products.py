@@ -58,6 +58,8 @@ def test_attention_products_run_on_the_accelerator_with_a_scale_per_head():
     q = {n.name: n for n in module.graph.nodes}
     exps = [module.graph.tensors[q[f"qk.head{h}"].inputs[0]].exp for h in range(HEADS)]
     assert exps[0] > exps[1]  # head 0's q is four times smaller: a finer grid
+    scores = module.graph.tensors[q["qk.head0"].outputs[0]]
+    assert scores.dtype == "int8"  # rows of tokens leave in int8 (precision._token_rows), not as int32 planes
     f = _feeds(rng)
     outs = {d: module.run(f, device=d)["y"] for d in ("cpu", "fsim", "sim")}
     assert all(np.array_equal(outs["cpu"], y) for y in outs.values())
