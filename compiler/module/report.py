@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 import math
 from pathlib import Path
 
+from vtakit.compiler.module.macs import MacSplit, node_macs
 from vtakit.compiler.module.notes import ModelFactors, QuantNotes
 from vtakit.compiler.ops import op_def
 from vtakit.compiler.quant.recipe import recipe_lines
@@ -133,6 +134,7 @@ class ModuleReport:
         rep.slow_host_ops = host_kernel_kinds(module.graph)
         rep.host_kernels = module.last_host_kernels
         reasons = module.notes.host_reasons
+        nodes = {n.name: n for n in module.graph.nodes}
         for t in run.tasks:
             if t.place == "vta" and t.cycles:
                 ms = t.cycles / (cfg.clock_mhz * 1e3)
@@ -141,7 +143,8 @@ class ModuleReport:
                 intensity = 2 * t.macs / t.bytes_moved if t.macs and t.bytes_moved else None
             else:
                 ms, util, gops, intensity = t.seconds * 1e3, None, None, None
-            rep.rows.append(LayerRow(t.node, t.op, t.place, t.cycles, ms, t.macs, util, gops, t.bytes_moved,
+            macs = t.macs if t.place == "vta" or t.node not in nodes else node_macs(module.graph, nodes[t.node])
+            rep.rows.append(LayerRow(t.node, t.op, t.place, t.cycles, ms, macs, util, gops, t.bytes_moved,
                                      intensity, reasons.get(t.node, "") if t.place != "vta" else ""))
         return rep
 
@@ -161,6 +164,10 @@ class ModuleReport:
     @property
     def accelerator_macs(self) -> int:
         return sum(r.macs for r in self.rows if r.place == "vta")
+
+    @property
+    def host_macs(self) -> int:
+        return sum(r.macs for r in self.rows if r.place != "vta")
 
     @property
     def utilization(self) -> float | None:
@@ -200,7 +207,8 @@ class ModuleReport:
                  + (f", {100 * u:.1f} % of peak)" if u is not None else ")"),
                  f"host: {self.host_ms:.1f} ms measured on this machine in {self.host_segments} segments; "
                  f"{self.border_transfers} activations crossed between host and DRAM"
-                 + (f"; host kernels: {self.host_kernels}" if self.host_kernels else "")]
+                 + (f"; host kernels: {self.host_kernels}" if self.host_kernels else ""),
+                 MacSplit(self.accelerator_macs, self.host_macs).line()]
         slow = self.slow_host_ops
         if slow:
             lines.append("host ops without an llvmlite kernel: " + ", ".join(

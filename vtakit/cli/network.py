@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from vtakit.cli._common import CONFIG_HELP, DeprecatedAlias, console, png_path, progress_console, require_full_install
 from vtakit.compiler.frontend.limits import use_limits
 from vtakit.compiler.module.compiled import CompiledModule
+from vtakit.compiler.module.macs import module_macs
 from vtakit.compiler.module.notes import QuantNotes
 from vtakit.compiler.module.report import calibration_lines, host_reason_lines
 from vtakit.compiler.module.runner import NonFiniteInputWarning
@@ -135,6 +136,7 @@ def cmd_compile(args) -> int:
                       f"({len(table)} in the log for any configuration)")
     console.print(f"compiled {args.model}: {notes.source_nodes} ONNX nodes -> {len(module.graph.nodes)} "
                   f"({len(module.vta_tasks())} accelerator tasks) in {time.perf_counter() - t0:.1f} s -> {out}")
+    console.print(module_macs(module).line())
     if notes.defaulted_dims:
         console.print(f"symbolic input dimensions set to 1: {', '.join(notes.defaulted_dims)} "
                       f"(use --input-shape NAME=D0,D1,...)")

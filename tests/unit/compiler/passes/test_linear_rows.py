@@ -84,3 +84,16 @@ def test_a_dense_over_128_rows_loads_its_weights_once_per_tile():
     want = np.clip((x.astype(np.int64) @ w.T.astype(np.int64)) >> 8, -127, 127)
     assert np.array_equal(y, want)
     assert rep.utilization is not None and rep.utilization >= 0.6
+
+
+def test_the_report_counts_host_macs_and_the_accelerator_share():
+    """On pynq the report puts every MAC of the two linear layers on the accelerator and prints the share;
+    the float module (target cpu, no accelerator) counts the same MACs on the host."""
+    module = vtakit.compile(_linear_block(), "pynq", calibrate=[RNG.standard_normal((1, TOKENS, HIDDEN)).astype(np.float32)])
+    module.run({"x": RNG.standard_normal((1, TOKENS, HIDDEN)).astype(np.float32)}, device="sim")
+    rep = module.report()
+    assert rep.accelerator_macs == 2 * TOKENS * HIDDEN * WIDE and rep.host_macs == 0
+    assert rep.summary_lines()[2] == module_macs(module).line() == "MACs: 100.0 % of 0.2 M on the accelerator (0.0 M on the host)"
+    float_module = vtakit.compile(_linear_block(), target="cpu")
+    float_module.run({"x": RNG.standard_normal((1, TOKENS, HIDDEN)).astype(np.float32)}, device="cpu")
+    assert float_module.report().host_macs == 2 * TOKENS * HIDDEN * WIDE
