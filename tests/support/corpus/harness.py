@@ -15,6 +15,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -100,24 +101,11 @@ def relative_error(ref: list[Outputs], got: list[Outputs]) -> float:
     return worst
 
 
-def graph_macs(graph) -> int:
-    """Multiply-accumulates of the convolutions, dense layers and matrix products of a float module's graph
-    (the accelerator's kind of work; recurrent cells are not counted on either side)."""
-    total = 0
-    for n in graph.nodes:
-        out = graph.tensors[n.outputs[0]].shape
-        if n.op in ("Conv", "ConvTranspose") and len(n.inputs) > 1:
-            w = graph.tensors[n.inputs[1]].shape
-            inp = graph.tensors[n.inputs[0]].shape
-            total += math.prod(out) * math.prod(w[1:]) if n.op == "Conv" else math.prod(inp) * math.prod(w[1:])
-        elif n.op in ("Dense", "Gemm", "MatMul"):
-            total += math.prod(out) * graph.tensors[n.inputs[0]].shape[-1]
-    return total
-
-
-def measure(entry: Entry, sim: bool = True) -> Row:
-    """The row of `entry` (`sim`: also run one input on the cycle model)."""
+def measure(entry: Entry, sim: bool = True, inspect: Callable[[Any], None] | None = None) -> Row:
+    """The row of `entry` (`sim`: also run one input on the cycle model; `inspect(module)`, after that run, lets
+    a benchmark read more figures off the int8 module)."""
     import vtakit  # lazy: the compiler loads on the first measurement
+    from vtakit.compiler.module.macs import module_macs  # lazy: as vtakit
 
     row = Row(entry.name, entry.half, entry.kind, entry.source, floors=dict(entry.floors))
     stage = "load"
@@ -140,7 +128,7 @@ def measure(entry: Entry, sim: bool = True) -> Row:
         stage = "run float"
         floats = [float_module.run(f, device="cpu") for f in tests]
         row.float_error = relative_error(ref, floats)
-        row.macs = graph_macs(float_module.graph)
+        row.macs = module_macs(float_module).total
         stage = "run int8"
         ints = [module.run(f, device="cpu") for f in tests]
         stage = "metric"
@@ -155,6 +143,9 @@ def measure(entry: Entry, sim: bool = True) -> Row:
             row.accelerator_tasks = sum(r.place == "vta" for r in rep.rows)
             row.host_tasks = sum(r.place == "host" for r in rep.rows)
             row.macs_on_accelerator = min(1.0, rep.accelerator_macs / row.macs) if row.macs else None
+        if inspect is not None:
+            stage = "inspect"
+            inspect(module)
         stage = ""
     except Unavailable:
         raise
