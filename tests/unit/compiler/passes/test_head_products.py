@@ -9,6 +9,7 @@ from onnx import TensorProto, helper
 
 import vtakit
 from vtakit.compiler.frontend.onnx_import import import_onnx
+from vtakit.compiler.module.compiled import CompiledModule
 from vtakit.compiler.module.macs import module_macs
 from vtakit.compiler.ops.execute import run_graph
 from vtakit.compiler.passes.head_products import split_head_products
@@ -50,7 +51,7 @@ def test_a_batched_product_of_activations_becomes_one_act_dense_per_head():
     np.testing.assert_allclose(run_graph(g, f)["y"], _reference(f), rtol=1e-4, atol=1e-5)
 
 
-def test_attention_products_run_on_the_accelerator_with_a_scale_per_head():
+def test_attention_products_run_on_the_accelerator_with_a_scale_per_head(tmp_path):
     rng = np.random.default_rng(4)
     module = vtakit.compile(_attention(), "pynq", calibrate=[_feeds(rng) for _ in range(4)])
     assert sorted(t.node for t in module.vta_tasks()) == ["av.head0", "av.head1", "qk.head0", "qk.head1"]
@@ -63,5 +64,7 @@ def test_attention_products_run_on_the_accelerator_with_a_scale_per_head():
     f = _feeds(rng)
     outs = {d: module.run(f, device=d)["y"] for d in ("cpu", "fsim", "sim")}
     assert all(np.array_equal(outs["cpu"], y) for y in outs.values())
+    loaded = CompiledModule.load(module.save(tmp_path / "attention.vtamod"))  # weight-layout buffers checked
+    assert np.array_equal(loaded.run(f, device="fsim")["y"], outs["cpu"])
     y, ref = outs["sim"].ravel(), _reference(f).ravel()
     assert float(y @ ref / np.linalg.norm(y) / np.linalg.norm(ref)) > 0.99
