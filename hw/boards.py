@@ -25,6 +25,26 @@ PS_MAX_HP_BITS = {ZYNQ: 64, ZYNQ_US: 128}
 
 
 @dataclass(frozen=True)
+class HostCpu:
+    """A board's application processor as the report's estimate of host time assumes it.  The rates are
+    stated assumptions for numpy-class kernels on one core, not measurements: a board-side figure from
+    this machine's run would be meaningless, and no board is attached here."""
+
+    name: str
+    mhz: float
+    gmacs: float             # float multiply-accumulates per second (1e9) in a matrix kernel
+    gbytes: float            # bytes per second (1e9) read plus written by an element-wise or layout kernel
+    transcendental_ns: float  # per element of exp, erf, tanh, sigmoid (softmax, GELU, SiLU)
+    call_us: float           # per host node: the interpreter's dispatch
+
+
+PS_CPU = {ZYNQ: HostCpu("Cortex-A9", 650, gmacs=0.5, gbytes=0.6, transcendental_ns=40, call_us=40),
+          ZYNQ_US: HostCpu("Cortex-A53", 1200, gmacs=2.0, gbytes=2.0, transcendental_ns=12, call_us=12)}
+"""Per processing-system type: the Zynq-7000's dual Cortex-A9 (650 MHz on the -1 parts, NEON 64-bit: a
+2.6 GFLOP/s peak) and the UltraScale+ MPSoC's quad Cortex-A53 (1.2 GHz, NEON 128-bit); one core each."""
+
+
+@dataclass(frozen=True)
 class BoardPreset:
     """One board: part, PS, ports and address map; clock and bus width come from `config`."""
 
@@ -57,6 +77,10 @@ class BoardPreset:
     @property
     def bus_bits(self) -> int:
         return self.config.bus_bytes * 8
+
+    @property
+    def host_cpu(self) -> HostCpu:
+        return PS_CPU[self.ps]
 
     @property
     def device(self) -> str:

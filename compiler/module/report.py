@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 import math
 from pathlib import Path
 
+from vtakit.compiler.module.board_estimate import BoardHostEstimate, estimate as board_host_estimate
 from vtakit.compiler.module.macs import MacSplit, node_macs
 from vtakit.compiler.module.notes import ModelFactors, QuantNotes
 from vtakit.compiler.ops import op_def
@@ -124,6 +125,7 @@ class ModuleReport:
     outputs: list[OutputRow] = field(default_factory=list)
     slow_host_ops: dict[tuple[str, str], int] = field(default_factory=dict)  # (op, numpy|onnx.reference) -> nodes
     host_kernels: str = ""  # the CPU's host kernels: "native (llvmlite JIT)" or "numpy fallback" ("": on a GPU)
+    board_host: BoardHostEstimate | None = None  # the host tasks on the board's ARM core, estimated
 
     @classmethod
     def of(cls, module) -> "ModuleReport":
@@ -135,6 +137,7 @@ class ModuleReport:
         rep.host_kernels = module.last_host_kernels
         reasons = module.notes.host_reasons
         nodes = {n.name: n for n in module.graph.nodes}
+        rep.board_host = board_host_estimate(module.graph, cfg, [t.node for t in run.tasks if t.place != "vta"])
         for t in run.tasks:
             if t.place == "vta" and t.cycles:
                 ms = t.cycles / (cfg.clock_mhz * 1e3)
@@ -178,7 +181,9 @@ class ModuleReport:
         return dict(config=self.config.label, device=self.device, accelerator_cycles=self.accelerator_cycles,
                     accelerator_ms=self.accelerator_ms, host_ms=self.host_ms, utilization=self.utilization,
                     border_transfers=self.border_transfers, host_segments=self.host_segments,
-                    host_kernels=self.host_kernels, layers=[asdict(r) for r in self.rows],
+                    host_kernels=self.host_kernels,
+                    board_host_ms=self.board_host.ms if self.board_host is not None else None,
+                    layers=[asdict(r) for r in self.rows],
                     outputs=[asdict(o) for o in self.outputs],
                     host_without_kernels=[dict(op=op, kernel=kind, nodes=count)
                                           for (op, kind), count in sorted(self.slow_host_ops.items())])
@@ -209,6 +214,8 @@ class ModuleReport:
                  f"{self.border_transfers} activations crossed between host and DRAM"
                  + (f"; host kernels: {self.host_kernels}" if self.host_kernels else ""),
                  MacSplit(self.accelerator_macs, self.host_macs).line()]
+        if self.board_host is not None:
+            lines.append(self.board_host.line())
         slow = self.slow_host_ops
         if slow:
             lines.append("host ops without an llvmlite kernel: " + ", ".join(

@@ -94,6 +94,7 @@ def test_the_report_counts_host_macs_and_the_accelerator_share():
     rep = module.report()
     assert rep.accelerator_macs == 2 * TOKENS * HIDDEN * WIDE and rep.host_macs == 0
     assert rep.summary_lines()[2] == module_macs(module).line() == "MACs: 100.0 % of 0.2 M on the accelerator (0.0 M on the host)"
+    assert rep.summary_lines()[3].startswith("host on the PYNQ-Z1's Cortex-A9 (650 MHz), estimated: ")
     float_module = vtakit.compile(_linear_block(), target="cpu")
     float_module.run({"x": RNG.standard_normal((1, TOKENS, HIDDEN)).astype(np.float32)}, device="cpu")
     assert float_module.report().host_macs == 2 * TOKENS * HIDDEN * WIDE
