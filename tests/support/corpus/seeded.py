@@ -177,6 +177,42 @@ def _wav2vec2() -> Path:
                          lambda torch: (torch.zeros(1, 16000),), _speech_samples)
 
 
+def _gpt2_128() -> Path:
+    """GPT-2's own vocabulary (50,257 tokens) and its tied LM head, 2 layers over a fixed sequence of 128 (issue
+    40): the head holds most of the MACs."""
+    config = lambda tf: tf.GPT2Config(n_embd=256, n_layer=2, n_head=4)  # noqa: E731
+    return _transformers("hf_gpt2_2l_seq128", lambda tf: tf.GPT2LMHeadModel(config(tf)),
+                         lambda torch: (torch.zeros(1, 128, dtype=torch.int64),), lambda: _text_samples(128, False))
+
+
+WHISPER_SECONDS = 30
+"""Whisper's encoder takes exactly 30 s of log-mel frames (3,000): the feature extractor pads the speech with
+silence, as it does for every user."""
+
+
+def _whisper_samples() -> Samples:
+    """Log-mel features (1, 80, 3000) of windows of the real utterance (1 to 3.2 s, from several offsets),
+    computed by transformers' WhisperFeatureExtractor with its default (whisper-tiny) settings: no download."""
+    from transformers import WhisperFeatureExtractor  # pyright: ignore[reportMissingImports]
+
+    extract = WhisperFeatureExtractor(chunk_length=WHISPER_SECONDS)
+    rate = extract.sampling_rate
+    speech = inputs.speech(rate)
+    windows = [speech] + [speech[o:o + n] for o, n in ((0, rate), (rate // 2, 2 * rate), (rate, 2 * rate),
+                                                           (rate // 4, rate + rate // 2), (3 * rate // 2, rate))]
+    feeds = [{"xs_0": extract(w, sampling_rate=rate, return_tensors="np")["input_features"].astype(np.float32)}
+             for w in windows]
+    return Samples(feeds[1:3], feeds[:1] + feeds[3:])
+
+
+def _whisper_encoder() -> Path:
+    """Whisper-tiny's encoder (d_model 384, 4 layers, 6 heads, 2 Conv1d + GELU stem, 1,500 positions)."""
+    config = lambda tf: tf.WhisperConfig(d_model=384, encoder_layers=4, encoder_attention_heads=6,  # noqa: E731
+                                         encoder_ffn_dim=1536, num_mel_bins=80, max_source_positions=1500)
+    return _transformers("hf_whisper_tiny_encoder", lambda tf: tf.WhisperModel(config(tf)).get_encoder(),
+                         lambda torch: (torch.zeros(1, 80, 100 * WHISPER_SECONDS),), _whisper_samples)
+
+
 def entries() -> list[Entry]:
     t = lambda name: (lambda tf: name(tf))  # noqa: E731
     return [
@@ -221,4 +257,17 @@ def entries() -> list[Entry]:
               _gpt2, lambda: _text_samples(64, False), metrics.classifier(), CLASSIFIER),
         Entry("hf_wav2vec2_mini", "heldout", "embedding", "transformers Wav2Vec2: 7 1-D convs + 4 layers (seeded)",
               _wav2vec2, _speech_samples, metrics.embedding(), EMBEDDING),
+        # issue 40's transformers, all HELD-OUT (the compiler's transformer work is developed on hf_deit_tiny
+        # and hf_bert_mini only)
+        _vision("hf_deit_tiny_distilled", "heldout", "classifier", "DeiT-tiny distilled (class + distillation token)",
+                t(lambda tf: tf.DeiTForImageClassificationWithTeacher(tf.DeiTConfig(
+                    hidden_size=192, num_hidden_layers=12, num_attention_heads=3, intermediate_size=768,
+                    image_size=IMAGE, patch_size=16, num_labels=1000))),
+                metrics.classifier(), CLASSIFIER),
+        Entry("hf_gpt2_2l_seq128", "heldout", "decoder",
+              "transformers GPT-2, 2 layers x 256, sequence 128, 50,257-token tied LM head (seeded)",
+              _gpt2_128, lambda: _text_samples(128, False), metrics.classifier(), CLASSIFIER),
+        Entry("hf_whisper_tiny_encoder", "heldout", "encoder",
+              "transformers Whisper-tiny encoder: 2 Conv1d + 4 layers x 384, 30 s log-mel (seeded)",
+              _whisper_encoder, _whisper_samples, metrics.embedding(), EMBEDDING),
     ]
