@@ -40,6 +40,7 @@ from vtakit.compiler.passes.segments import count_segments, group_segments
 from vtakit.compiler.module.dram_plan import DramPlan, liveness, plan_dram
 from vtakit.compiler.quant.exponent_search import Progress, check_target
 from vtakit.compiler.quant.quantize import strip_fake_quant
+from vtakit.compiler.quant.precision import keep_vector_islands_float
 from vtakit.compiler.quant.techniques.fixed_point import check_requant
 from vtakit.compiler.passes.simplify import simplify
 from vtakit.compiler.quant.qdq import read_scales
@@ -112,7 +113,8 @@ def _heads(c: Compilation) -> None:
 
 def _precision(c: Compilation) -> None:
     """Precision follows placement: an int8-capable node the accelerator would not take stays float on the
-    host (`partition.host_bound`), unless the model says int8 (QDQ) or the options ask for int8 there."""
+    host (`partition.host_bound`), and so do squeeze-excite convs between float host nodes
+    (`precision.keep_vector_islands_float`), unless the model says int8 (QDQ) or the options ask for int8 there."""
     if c.float_graph.notes.get("qdq") or c.options.quant.host_int8:
         return
     bound = host_bound(c.float_graph, c.config, _partition_options(c))
@@ -122,6 +124,7 @@ def _precision(c: Compilation) -> None:
             if n.name in bound:
                 n.attrs["keep_float"] = f"the host runs it ({bound[n.name]})"
         c.float_graph = g
+    c.float_graph = keep_vector_islands_float(c.float_graph)
 
 
 def _quantize(c: Compilation) -> None:
