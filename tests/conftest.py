@@ -26,6 +26,9 @@ def pytest_configure(config) -> None:
     # patch run, and nothing is written under the user's home; cache tests turn it on in their own folder.
     os.environ["VTAKIT_COMPILE_CACHE"] = "off"  # VTAKIT_CACHE is the RTL build cache (hw/build.py)
     os.environ["VTAKIT_CACHE_DIR"] = os.path.join(folder, "compile-cache")
+    # Host kernels compile in each test process as before (backends/cpu/objcache.py); the tests of the
+    # on-disk kernel cache set VTAKIT_KERNEL_CACHE to a folder of their own.
+    os.environ["VTAKIT_KERNEL_CACHE"] = "off"
 
 
 def pytest_unconfigure(config) -> None:

@@ -126,6 +126,7 @@ class ModuleReport:
     slow_host_ops: dict[tuple[str, str], int] = field(default_factory=dict)  # (op, numpy|onnx.reference) -> nodes
     host_kernels: str = ""  # the CPU's host kernels: "native (llvmlite JIT)" or "numpy fallback" ("": on a GPU)
     board_host: BoardHostEstimate | None = None  # the host tasks on the board's ARM core, estimated
+    kernel_ms: float = 0.0  # what the run paid compiling or loading host kernels (first use), not in host_ms
 
     @classmethod
     def of(cls, module) -> "ModuleReport":
@@ -135,6 +136,7 @@ class ModuleReport:
                   outputs=output_rows(module.graph))
         rep.slow_host_ops = host_kernel_kinds(module.graph)
         rep.host_kernels = module.last_host_kernels
+        rep.kernel_ms = run.kernel_seconds * 1e3
         reasons = module.notes.host_reasons
         nodes = {n.name: n for n in module.graph.nodes}
         rep.board_host = board_host_estimate(module.graph, cfg, [t.node for t in run.tasks if t.place != "vta"])
@@ -181,7 +183,7 @@ class ModuleReport:
         return dict(config=self.config.label, device=self.device, accelerator_cycles=self.accelerator_cycles,
                     accelerator_ms=self.accelerator_ms, host_ms=self.host_ms, utilization=self.utilization,
                     border_transfers=self.border_transfers, host_segments=self.host_segments,
-                    host_kernels=self.host_kernels,
+                    host_kernels=self.host_kernels, kernel_ms=self.kernel_ms,
                     board_host_ms=self.board_host.ms if self.board_host is not None else None,
                     layers=[asdict(r) for r in self.rows],
                     outputs=[asdict(o) for o in self.outputs],
@@ -212,7 +214,9 @@ class ModuleReport:
                  + (f", {100 * u:.1f} % of peak)" if u is not None else ")"),
                  f"host: {self.host_ms:.1f} ms measured on this machine in {self.host_segments} segments; "
                  f"{self.border_transfers} activations crossed between host and DRAM"
-                 + (f"; host kernels: {self.host_kernels}" if self.host_kernels else ""),
+                 + (f"; host kernels: {self.host_kernels}" if self.host_kernels else "")
+                 + (f" (compiling or loading them took {self.kernel_ms:.1f} ms more, on first use)"
+                    if self.kernel_ms >= 0.05 else ""),
                  MacSplit(self.accelerator_macs, self.host_macs).line()]
         if self.board_host is not None:
             lines.append(self.board_host.line())

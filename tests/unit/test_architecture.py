@@ -250,7 +250,7 @@ def test_function_level_imports_load_optional_dependencies_and_say_which():
 
 
 MAX_MODULE_LINES = 550
-MAX_TOTAL_LINES = 36_000   # the library (tests and benchmarks aside); raise it on purpose, not by drift
+MAX_TOTAL_LINES = 37_000   # the library (tests and benchmarks aside); raise it on purpose, not by drift
 
 
 def test_line_budget():

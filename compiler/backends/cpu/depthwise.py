@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from llvmlite import ir
 
 from vtakit.compiler.backends.cpu import buffers
+from vtakit.errors import pc_side_missing
 
 from vtakit.compiler.backends.host import checks
 from vtakit.compiler.backends.host.checks import Requant
@@ -23,6 +23,11 @@ from vtakit.compiler.backends.host.conv import OP, ConvGeometry
 from vtakit.compiler.backends.cpu.irgen import requantise
 from vtakit.compiler.backends.cpu.irgen import F32, I8, I32, KernelBuilder, pointer
 from vtakit.compiler.backends.cpu.jit import KernelKey, get_kernel
+
+try:
+    from llvmlite import ir
+except ImportError as missing:  # a board: kernels come prebuilt (jit.py), no IR is built here
+    pc_side_missing(missing)
 
 
 @dataclass(frozen=True)

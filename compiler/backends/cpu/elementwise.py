@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
-from llvmlite import ir
 
 from vtakit.compiler.backends.cpu import buffers
 
@@ -21,9 +20,14 @@ from vtakit.compiler.backends.host import checks
 from vtakit.compiler.backends.host.elementwise import collapse
 from vtakit.compiler.backends.cpu.irgen import F32, I8, I32, KernelBuilder, elem_type
 from vtakit.compiler.backends.cpu.jit import KernelKey, cached_plan, get_kernel
-from vtakit.errors import CompileError
+from vtakit.errors import CompileError, pc_side_missing
 
-Expression = Callable[[KernelBuilder, list[ir.Value], tuple[Any, ...]], ir.Value]
+try:
+    from llvmlite import ir
+except ImportError as missing:  # a board: kernels come prebuilt (jit.py), no IR is built here
+    pc_side_missing(missing)
+
+Expression: TypeAlias = "Callable[[KernelBuilder, list[ir.Value], tuple[Any, ...]], ir.Value]"
 
 
 @dataclass(frozen=True)

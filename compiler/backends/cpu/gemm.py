@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from llvmlite import ir
 
 from vtakit.compiler.backends.cpu import buffers
 
@@ -22,8 +21,13 @@ from vtakit.compiler.backends.host import checks
 from vtakit.compiler.backends.host.matmul import batch_offsets
 from vtakit.compiler.backends.cpu.irgen import F32, I64, Index, KernelBuilder, pointer, vec
 from vtakit.compiler.backends.cpu.jit import KernelKey, cached_plan, get_kernel, host_target
-from vtakit.errors import CompileError
+from vtakit.errors import CompileError, pc_side_missing
 from vtakit.isa.arith import ceil_div
+
+try:
+    from llvmlite import ir
+except ImportError as missing:  # a board: kernels come prebuilt (jit.py), no IR is built here
+    pc_side_missing(missing)
 
 
 @dataclass(frozen=True)

@@ -11,29 +11,41 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import numpy as np
-from llvmlite import ir
 
 from vtakit.compiler.backends.cpu.jit import module_header
 from vtakit.compiler.backends.host.checks import Requant
+from vtakit.errors import pc_side_missing
 
-F32 = ir.FloatType()
-F64 = ir.DoubleType()
-I1 = ir.IntType(1)
-I8 = ir.IntType(8)
-I16 = ir.IntType(16)
-I32 = ir.IntType(32)
-I64 = ir.IntType(64)
-PTR = ir.PointerType()
+try:
+    from llvmlite import ir
+except ImportError as missing:  # a board's runtime: kernels come prebuilt (jit.py), nothing builds IR
+    pc_side_missing(missing)
+    HAS_IR = False
+else:
+    HAS_IR = True
 
-Index = int | ir.Value
-
-_ELEM_TYPES: dict[str, ir.Type] = {
-    "float32": F32, "int8": I8, "int16": I16, "int32": I32, "int64": I64,
-    "uint8": I8, "bool": I8, "float64": ir.DoubleType(), "float16": I16, "uint16": I16,
-    "uint32": I32, "uint64": I64,
-}
+if TYPE_CHECKING or HAS_IR:
+    F32 = ir.FloatType()
+    F64 = ir.DoubleType()
+    I1 = ir.IntType(1)
+    I8 = ir.IntType(8)
+    I16 = ir.IntType(16)
+    I32 = ir.IntType(32)
+    I64 = ir.IntType(64)
+    PTR = ir.PointerType()
+    Index = int | ir.Value
+    _ELEM_TYPES: dict[str, ir.Type] = {
+        "float32": F32, "int8": I8, "int16": I16, "int32": I32, "int64": I64,
+        "uint8": I8, "bool": I8, "float64": ir.DoubleType(), "float16": I16, "uint16": I16,
+        "uint32": I32, "uint64": I64,
+    }
+else:  # the names exist for the kernel modules' imports; only IR generation (never reached here) reads them
+    F32 = F64 = I1 = I8 = I16 = I32 = I64 = PTR = None
+    Index = int
+    _ELEM_TYPES = {}
 
 
 def elem_type(dtype: np.dtype | str) -> ir.Type:

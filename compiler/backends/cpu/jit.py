@@ -1,24 +1,52 @@
-"""LLVM set-up, optimisation, MCJIT compilation and the in-process kernel cache.
+"""Kernel keys, where each kernel comes from, and the in-process cache.
 
-Every kernel is a `void name(ptr noalias ..., i64 ...)` function in its own
-module, specialised on shapes and parameters; `KernelKey` names it.  A kernel is
-compiled once per key and kept (with its execution engine) until
-`clear_cache()`, so repeated calls with the same shapes cost one ctypes call.
+Every kernel is a `void name(ptr noalias ...)` function in its own module, specialised on shapes and
+parameters; `KernelKey` names it.  `get_kernel` finds a kernel once per key and process, in order: in
+the process; where llvmlite is missing (a board), in the prebuilt library a module brought (aot.py); in
+this machine's on-disk cache (objcache.py), a library per kernel loaded with ctypes; else it generates
+the IR, compiles it with llvmlite (and keeps it on disk).  The time spent finding kernels is counted
+apart (`cache_info`), so callers never count it as run time.
 """
 
 from __future__ import annotations
 
-import ctypes
+import hashlib
+import json
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from functools import lru_cache
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, fields, is_dataclass
+from pathlib import Path
 from typing import Any
 
-import llvmlite.binding as llvm
+import numpy as np
 
-from vtakit.errors import CompileError
+from vtakit.compiler.backends.cpu.objcache import Kernel, Library, kernel_cache_dir, link, linker, store
+from vtakit.compiler.backends.cpu.targets import HostTarget, NamedTarget, generator_hash
+from vtakit.errors import CompileError, pc_side_missing
+
+try:
+    from vtakit.compiler.backends.cpu import codegen
+    from vtakit.compiler.backends.cpu.codegen import compile_ir  # noqa: F401  (tests compile IR of their own)
+except ImportError as missing:  # a board's runtime: no llvmlite (or one older than 0.45); kernels come prebuilt
+    pc_side_missing(missing)
+    codegen = None
+
+CompiledKernel = Kernel
+HOST_FAMILIES = frozenset({"conv2d", "conv2d_depthwise", "dense", "matmul", "elementwise", "copy", "pool2d",
+                           "global_avg_pool", "softmax"})
+"""The CPU backend's kernels: pointer arguments only, nothing resolved from Python, so they live in libraries."""
+
+
+class KernelUnavailable(CompileError):
+    """No kernel for a key here: no llvmlite to build it and no prebuilt library holding it (cpu/ then runs
+    the numpy kernel for that call)."""
+
+
+class KernelCacheWarning(UserWarning):
+    """The on-disk kernel cache could not be used (unwritable, no linker): kernels compile in the process."""
 
 
 @dataclass(frozen=True)
@@ -31,130 +59,179 @@ class KernelKey:
 
 @dataclass(frozen=True)
 class CacheInfo:
-    """Number of kernels compiled since the last clear, and the seconds spent."""
+    """Kernels compiled and loaded (from disk or a module's library) since the last clear; the seconds spent
+    compiling, and everything spent on first uses (planning calls, loading, compiling): what a first run pays
+    and a warm one does not."""
 
     kernels: int
     compile_seconds: float
+    loaded: int = 0
+    seconds: float = 0.0
 
 
-@dataclass(frozen=True)
-class HostTarget:
-    """The host CPU as LLVM sees it, and the vector shape kernels are built for."""
-
-    cpu: str
-    features: str
-    vector_bits: int
-    vector_registers: int
-
-    def lanes(self, elem_bits: int) -> int:
-        return self.vector_bits // elem_bits
-
-
-class _Llvm:
-    """Initialised-once LLVM state: the host target machine."""
-
-    def __init__(self) -> None:
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        llvm.initialize_all_targets()
-        llvm.initialize_all_asmprinters()
-        cpu = llvm.get_host_cpu_name()
-        feature_map = llvm.get_host_cpu_features()
-        has = {name for name, on in feature_map.items() if on}
-        features = feature_map.flatten()
-        if "avx512f" in has:
-            # Explicit 512-bit vectors only map to zmm registers when the
-            # subtarget does not prefer 256-bit ones (Ice Lake and later do).
-            features += ",-prefer-256-bit"
-            vector_bits, registers = 512, 32
-        elif "avx2" in has or "avx" in has:
-            vector_bits, registers = 256, 16
-        else:
-            vector_bits, registers = 128, 16
-        self.host = HostTarget(cpu, features, vector_bits, registers)
-        self.target_machine = self.new_target_machine()
-        self.triple = llvm.get_process_triple()
-        self.data_layout = str(self.target_machine.target_data)
-
-    def new_target_machine(self) -> llvm.TargetMachine:
-        """A fresh host target machine (an MCJIT engine takes ownership of the one it gets)."""
-        target = llvm.Target.from_default_triple()
-        return target.create_target_machine(cpu=self.host.cpu, features=self.host.features, opt=3,
-                                            reloc="default", codemodel="jitdefault")
-
-    def optimise(self, module: llvm.ModuleRef) -> None:
-        tuning = llvm.create_pipeline_tuning_options(speed_level=3)
-        tuning.loop_vectorization = True
-        tuning.slp_vectorization = True
-        tuning.loop_unrolling = True
-        tuning.loop_interleaving = True
-        builder = llvm.create_pass_builder(self.target_machine, tuning)
-        builder.getModulePassManager().run(module, builder)
+def _canonical(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return [type(value).__name__, {f.name: _canonical(getattr(value, f.name)) for f in fields(value)}]
+    if isinstance(value, (tuple, list)):
+        return [_canonical(v) for v in value]
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return repr(float(value))
+    raise TypeError(f"no canonical form for {type(value).__name__}")
 
 
-@lru_cache(maxsize=1)
-def _llvm() -> _Llvm:
-    return _Llvm()
+def kernel_symbol(key: KernelKey) -> str | None:
+    """The library symbol of a CPU kernel: a digest of its key (None for kernels that do not live in libraries)."""
+    if key.family not in HOST_FAMILIES:
+        return None
+    try:
+        text = json.dumps([key.family, _canonical(key.params)], separators=(",", ":"))
+    except TypeError:
+        return None
+    return "vtk_" + hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+_cache: dict[KernelKey, Kernel] = {}
+_plans: dict[tuple, Any] = {}
+_lock = threading.RLock()
+_counts = {"compiled": 0, "compile_seconds": 0.0, "loaded": 0, "seconds": 0.0}
+_depth = threading.local()  # nesting of first uses (a plan that gets a kernel): timed once, at the outside
+_libraries: dict[str, Library] = {}     # symbol -> a module's prebuilt library holding it (no llvmlite here)
+_prebuilt: list[HostTarget] = []        # the CPU those libraries were built for (one per process)
+_building: NamedTarget | None = None    # inside building_for: the target kernels are generated for
+_collected: dict[str, tuple[str, str, str, str]] | None = None
+_disk_warned = False
+
+
+def can_build() -> bool:
+    """Whether this process can generate and compile kernels (llvmlite >= 0.45 is installed)."""
+    return codegen is not None
 
 
 def host_target() -> HostTarget:
-    return _llvm().host
+    """The vector shape kernels are planned for: the target being built for, this CPU, or the prebuilt one."""
+    if _building is not None:
+        return _building.host
+    if codegen is not None:
+        return codegen.host_target()
+    if _prebuilt:
+        return _prebuilt[0]
+    raise KernelUnavailable("native host kernels need llvmlite or a module's prebuilt library")
 
 
 def module_header() -> tuple[str, str]:
     """(triple, data layout) to stamp on generated modules."""
-    state = _llvm()
-    return state.triple, state.data_layout
+    if codegen is None:
+        raise KernelUnavailable("generating host kernels needs llvmlite")
+    return codegen.module_header(_building)
 
 
-class CompiledKernel:
-    """A JIT-compiled function and the engine that owns its machine code."""
-
-    def __init__(self, engine: llvm.ExecutionEngine, function: Callable[..., None], seconds: float):
-        self._engine = engine  # keeps the code alive
-        self.function = function
-        self.compile_seconds = seconds
-
-    def __call__(self, *args: Any) -> None:
-        self.function(*args)
+_folders: dict[Path, Path | None] = {}
 
 
-_cache: dict[KernelKey, CompiledKernel] = {}
-_compile_seconds = 0.0
-_lock = threading.Lock()
+def _disk_folder() -> Path | None:
+    """This machine's folder in the kernel cache (None: the cache is off, or nothing here links a library)."""
+    setting = kernel_cache_dir()
+    if setting is None or codegen is None:
+        return None
+    if setting not in _folders:
+        identity = f"{codegen.host_identity()}|{generator_hash()}"
+        usable = linker(None) is not None
+        _folders[setting] = setting / hashlib.sha256(identity.encode()).hexdigest()[:20] if usable else None
+    return _folders[setting]
 
 
-def compile_ir(ir_text: str, name: str, argtypes: list[Any], op: str) -> CompiledKernel:
-    """Parse, optimise (O3) and JIT one module; `name` is the function to bind."""
-    state = _llvm()
+def _from_disk(folder: Path, symbol: str, build: Callable[[], tuple[str, str, list[Any]]], op: str) -> Kernel:
+    """The kernel from this machine's cache, compiled, linked and stored there first on a miss."""
+    global _disk_warned
+    path = folder / f"{symbol}.so"
+    assert codegen is not None
+    start = time.perf_counter()
+    if path.is_file():
+        try:
+            library = Library(path)
+            if symbol in library.kernels:
+                _counts["loaded"] += 1
+                return Kernel(library, library.function(symbol), 0.0)
+        except CompileError:
+            pass  # damaged: built again below
+    ir_text, name, argtypes = build()
+    host = codegen.host_target()
+    obj = codegen.emit_object({symbol: (ir_text, name, codegen.argument_codes(argtypes), op)}, None, host,
+                              generator_hash())
+    try:
+        store(path, link(obj, None))
+        library = Library(path)
+    except (OSError, CompileError) as e:
+        if not _disk_warned:
+            _disk_warned = True
+            warnings.warn(f"host kernels are not cached on disk ({e}); they compile in each process",
+                          KernelCacheWarning, stacklevel=4)
+        return _compiled(ir_text, name, argtypes, op)
+    _counts["compiled"] += 1
+    _counts["compile_seconds"] += time.perf_counter() - start
+    return Kernel(library, library.function(symbol), time.perf_counter() - start)
+
+
+def _compiled(ir_text: str, name: str, argtypes: list[Any], op: str) -> Kernel:
+    assert codegen is not None
+    kernel = codegen.compile_ir(ir_text, name, argtypes, op)
+    _counts["compiled"] += 1
+    _counts["compile_seconds"] += kernel.compile_seconds
+    return kernel
+
+
+def _noop(*args: Any) -> None:
+    """What a kernel call does while kernels are collected for another CPU (building_for): nothing."""
+
+
+def _obtain(key: KernelKey, build: Callable[[], tuple[str, str, list[Any]]], op: str) -> Kernel:
+    symbol = kernel_symbol(key)
+    if _collected is not None:
+        if symbol is None:
+            raise CompileError(f"kernel family {key.family!r} cannot be built ahead of time", op=op)
+        if symbol not in _collected:
+            ir_text, name, argtypes = build()
+            assert codegen is not None
+            _collected[symbol] = (ir_text, name, codegen.argument_codes(argtypes), op)
+        return Kernel(None, _noop, 0.0)
+    if codegen is None:
+        library = _libraries.get(symbol) if symbol is not None else None
+        if library is None:
+            raise KernelUnavailable("no prebuilt kernel for this call in the module, and no llvmlite to build one",
+                                    op=op)
+        _counts["loaded"] += 1
+        return Kernel(library, library.function(symbol), 0.0)
+    folder = _disk_folder() if symbol is not None else None
+    if folder is not None:
+        return _from_disk(folder, symbol, build, op)
+    return _compiled(*build(), op)
+
+
+def _first_use(make: Callable[[], Any]) -> Any:
+    """make(), its time added to the first-use seconds unless an outer first use is already timing."""
+    if getattr(_depth, "n", 0):
+        return make()
+    _depth.n = 1
     start = time.perf_counter()
     try:
-        module = llvm.parse_assembly(ir_text)
-        module.verify()
-    except RuntimeError as exc:  # a generator bug, not a user error, but say where
-        raise CompileError(f"generated LLVM IR does not verify: {str(exc).splitlines()[0]}", op=op) from exc
-    state.optimise(module)
-    engine = llvm.create_mcjit_compiler(module, state.new_target_machine())
-    engine.finalize_object()
-    address = engine.get_function_address(name)
-    function = ctypes.CFUNCTYPE(None, *argtypes)(address)
-    return CompiledKernel(engine, function, time.perf_counter() - start)
+        return make()
+    finally:
+        _depth.n = 0
+        _counts["seconds"] += time.perf_counter() - start
 
 
-def get_kernel(key: KernelKey, build: Callable[[], tuple[str, str, list[Any]]], op: str) -> CompiledKernel:
-    """The cached kernel for `key`, building (IR text, function name, ctypes argtypes) on a miss."""
-    global _compile_seconds
+def get_kernel(key: KernelKey, build: Callable[[], tuple[str, str, list[Any]]], op: str) -> Kernel:
+    """The cached kernel for `key`, found or built (IR text, function name, ctypes argtypes) on a miss."""
     with _lock:
         kernel = _cache.get(key)
         if kernel is None:
-            ir_text, name, argtypes = build()
-            kernel = compile_ir(ir_text, name, argtypes, op)
+            kernel = _first_use(lambda: _obtain(key, build, op))
             _cache[key] = kernel
-            _compile_seconds += kernel.compile_seconds
         return kernel
-
-
-_plans: dict[tuple, Any] = {}
 
 
 def cached_plan(signature: tuple, make: Callable[[], Any]) -> Any:
@@ -166,22 +243,56 @@ def cached_plan(signature: tuple, make: Callable[[], Any]) -> Any:
     """
     plan = _plans.get(signature)
     if plan is None:
-        plan = make()
+        plan = _first_use(make)
         with _lock:
             _plans[signature] = plan
     return plan
 
 
-def cache_info() -> CacheInfo:
-    """How many kernels are compiled and how long compiling them took."""
+@contextmanager
+def building_for(target: NamedTarget) -> Iterator[dict[str, tuple[str, str, str, str]]]:
+    """Inside the block, kernel calls plan for `target`'s vector shape and collect each kernel's IR (symbol ->
+    (IR text, function name, argument codes, op)) instead of running: the calls only name the kernels."""
+    global _cache, _plans, _building, _collected
+    if codegen is None:
+        raise KernelUnavailable("building host kernels ahead of time needs llvmlite")
     with _lock:
-        return CacheInfo(len(_cache), _compile_seconds)
+        saved = (_cache, _plans, _building, _collected)
+        _cache, _plans, _building, _collected = {}, {}, target, {}
+        try:
+            yield _collected
+        finally:
+            _cache, _plans, _building, _collected = saved
+
+
+def add_library(library: Library) -> str:
+    """Use a module's prebuilt library where llvmlite is missing; returns why not ("" when used)."""
+    if library.source != generator_hash():
+        return "its kernels were built by other vtakit sources"
+    with _lock:
+        if _prebuilt and _prebuilt[0] != library.host:
+            return f"another library for a {_prebuilt[0].cpu} is in use"
+        if not _prebuilt:
+            _prebuilt.append(library.host)
+        for symbol in library.kernels:
+            _libraries.setdefault(symbol, library)
+    return ""
+
+
+def prebuilt_target() -> HostTarget | None:
+    """The CPU of the prebuilt libraries in use (None: none is)."""
+    return _prebuilt[0] if _prebuilt else None
+
+
+def cache_info() -> CacheInfo:
+    """How many kernels are compiled and loaded, and how long that took."""
+    with _lock:
+        return CacheInfo(_counts["compiled"], _counts["compile_seconds"], _counts["loaded"], _counts["seconds"])
 
 
 def clear_cache() -> None:
-    """Drop every compiled kernel (the next call of each shape compiles again)."""
-    global _compile_seconds
+    """Drop every kernel of the process (the next call of each shape compiles or loads again)."""
     with _lock:
         _cache.clear()
         _plans.clear()
-        _compile_seconds = 0.0
+        _counts.update(compiled=0, compile_seconds=0.0, loaded=0, seconds=0.0)

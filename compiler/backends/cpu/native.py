@@ -1,21 +1,17 @@
-"""The native host kernels: LLVM IR generated per shape, JIT-compiled by llvmlite and cached in-process.
+"""The native host kernels: LLVM IR generated per shape and compiled by llvmlite (kept on disk per CPU), or
+loaded from a module's prebuilt library where llvmlite is missing (jit.py says where each comes from).
 
-`cpu/__init__.py` imports this module when llvmlite (>= 0.45) is installed and otherwise runs the numpy
-fallback (`numpy_kernels.py`), which has the same names."""
+`cpu/__init__.py` runs these where either is possible and otherwise the numpy fallback (`numpy_kernels.py`),
+which has the same names."""
 
-import llvmlite
-
-if tuple(int(part) for part in llvmlite.__version__.split(".")[:2]) < (0, 45):  # the emitted IR needs 0.45
-    raise ImportError(f"llvmlite {llvmlite.__version__} is older than 0.45, which the kernels need", name="llvmlite")
-
-from vtakit.compiler.backends.cpu.conv import conv2d  # noqa: E402
-from vtakit.compiler.backends.cpu.linear import dense  # noqa: E402
-from vtakit.compiler.backends.cpu.elementwise import add, add_int8, batch_norm, clip, dequantize, mul, quantize, relu, sub  # noqa: E402
-from vtakit.compiler.backends.cpu.gemm import matmul  # noqa: E402
-from vtakit.compiler.backends.cpu.jit import CacheInfo, cache_info, clear_cache, host_target  # noqa: E402
-from vtakit.compiler.backends.cpu.layout import concat, pack_activation, pad, transpose, unpack_activation  # noqa: E402
-from vtakit.compiler.backends.cpu.pool import avg_pool2d, global_avg_pool, max_pool2d  # noqa: E402
-from vtakit.compiler.backends.cpu.softmax_kernel import softmax  # noqa: E402
+from vtakit.compiler.backends.cpu.conv import conv2d
+from vtakit.compiler.backends.cpu.linear import dense
+from vtakit.compiler.backends.cpu.elementwise import add, add_int8, batch_norm, clip, dequantize, mul, quantize, relu, sub
+from vtakit.compiler.backends.cpu.gemm import matmul
+from vtakit.compiler.backends.cpu.jit import CacheInfo, cache_info, clear_cache, host_target
+from vtakit.compiler.backends.cpu.layout import concat, pack_activation, pad, transpose, unpack_activation
+from vtakit.compiler.backends.cpu.pool import avg_pool2d, global_avg_pool, max_pool2d
+from vtakit.compiler.backends.cpu.softmax_kernel import softmax
 
 LABEL = "native (llvmlite JIT)"
 

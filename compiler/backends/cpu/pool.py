@@ -14,13 +14,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from llvmlite import ir
 
 from vtakit.compiler.backends.cpu import buffers
+from vtakit.errors import pc_side_missing
 from vtakit.compiler.backends.cpu.irgen import F32, F64, I8, I32, KernelBuilder, pointer, round_half_up_div
 from vtakit.compiler.backends.host import checks
 from vtakit.compiler.backends.host.pool import PoolSpec, avg_pool_spec, max_pool_spec
 from vtakit.compiler.backends.cpu.jit import KernelKey, cached_plan, get_kernel
+
+try:
+    from llvmlite import ir
+except ImportError as missing:  # a board: kernels come prebuilt (jit.py), no IR is built here
+    pc_side_missing(missing)
 
 
 def _build_pool(spec: PoolSpec):

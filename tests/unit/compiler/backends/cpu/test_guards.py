@@ -16,7 +16,7 @@ from llvmlite import ir
 from vtakit.compiler.backends import cpu
 from vtakit.compiler.backends.cpu import buffers
 from vtakit.compiler.backends.cpu.irgen import F32, I8, I32, KernelBuilder, pointer
-from vtakit.compiler.backends.cpu.jit import compile_ir
+from vtakit.compiler.backends.cpu.codegen import compile_ir
 
 
 def _copy_kernel(count: int, first: int, last: int):

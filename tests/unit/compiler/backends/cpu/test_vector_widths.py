@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from vtakit.compiler.backends import cpu
-from vtakit.compiler.backends.cpu import jit
+from vtakit.compiler.backends.cpu import codegen
 
 
 @pytest.fixture(params=[256, 128])
 def narrow_host(request, monkeypatch):
-    state = jit._llvm()
+    state = codegen._llvm()
     narrow = dataclasses.replace(state.host, vector_bits=request.param, vector_registers=16)
     cpu.clear_cache()
     monkeypatch.setattr(state, "host", narrow)
