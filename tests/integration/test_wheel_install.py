@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import venv
 from pathlib import Path
 
@@ -46,9 +47,8 @@ def _layer_demo_cycles(run: subprocess.CompletedProcess) -> int:
     return int(found.group(1).replace(",", ""))
 
 
-def test_the_wheel_installs_into_a_fresh_venv_and_runs_the_layer_demo(tmp_path):
-    wheels, env_dir, outside = tmp_path / "wheels", tmp_path / "venv", tmp_path / "elsewhere"
-    outside.mkdir()
+def _build_wheel(tmp_path: Path) -> Path:
+    wheels = tmp_path / "wheels"
     had_build = (ROOT / "build").exists()     # setuptools builds in the source tree; leave it as it was
     try:
         built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(ROOT)],
@@ -57,19 +57,70 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs_the_layer_demo(tmp_path):
         if not had_build:
             shutil.rmtree(ROOT / "build", ignore_errors=True)
     assert built.returncode == 0, _tail(built)
-    wheel = next(wheels.glob("vtakit-*.whl"))
+    return next(wheels.glob("vtakit-*.whl"))
 
+
+def _install(tmp_path: Path, env_dir: Path, *args: str) -> Path:
+    """A fresh venv with `pip install args`; its python (skips when the package index cannot be reached)."""
     venv.EnvBuilder(with_pip=True, system_site_packages=False, clear=True).create(env_dir)
     python = env_dir / "bin" / "python"
-    installed = _run([str(python), "-m", "pip", "install", "-q", "--retries", "2", str(wheel)], tmp_path, 1800)
+    installed = _run([str(python), "-m", "pip", "install", "-q", "--retries", "2", *args], tmp_path, 1800)
     if installed.returncode != 0 and UNREACHABLE.search(installed.stderr):
         said = [line for line in installed.stderr.splitlines() if line.startswith("ERROR:")]
         reason = (said or [UNREACHABLE.search(installed.stderr).group(0)])[-1]
         pytest.skip(f"the package index cannot be reached or lacks a dependency: {reason[:300]}")
     assert installed.returncode == 0, _tail(installed)
+    return python
 
+
+def test_the_wheel_installs_into_a_fresh_venv_and_runs_the_layer_demo(tmp_path):
+    env_dir, outside = tmp_path / "venv", tmp_path / "elsewhere"
+    outside.mkdir()
+    python = _install(tmp_path, env_dir, str(_build_wheel(tmp_path)))
     where = _run([str(python), "-c", "import vtakit; print(vtakit.__file__)"], outside, 120)
     assert where.stdout.strip().startswith(str(env_dir)), _tail(where)
     from_wheel = _layer_demo_cycles(_run([str(env_dir / "bin" / "vtakit"), "demo", "--layer", "C2"], outside, 600))
     from_repo = _layer_demo_cycles(_run([sys.executable, "-m", "vtakit", "demo", "--layer", "C2"], ROOT, 600))
     assert from_wheel == from_repo
+
+
+FLOOR = re.compile(r"^([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*(==|>=)\s*([0-9][^,;\s]*)\s*(;.*)?$")
+
+SMOKE = """
+import numpy as np, vtakit
+from vtakit.compiler import zoo
+model = zoo.build("digits_cnn")
+shape = [d.dim_value or 1 for d in model.graph.input[0].type.tensor_type.shape.dim]
+rng = np.random.default_rng(0)
+module = vtakit.compile(model, "pynq", calibrate=[rng.standard_normal(shape).astype(np.float32) for _ in range(2)])
+x = rng.standard_normal(shape).astype(np.float32)
+ys = [next(iter(module.run(x, device=d).values())) for d in ("cpu", "fsim", "sim")]
+assert all(np.array_equal(ys[0], y) for y in ys), "devices disagree"
+print("floors smoke ok", np.__version__)
+"""
+
+
+def declared_floors() -> list[str]:
+    """`name==version` for every base dependency pinned or bounded from below in pyproject.toml."""
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    pins = []
+    for dep in deps:
+        found = FLOOR.match(dep.strip())
+        if found and not found.group(5):  # an environment marker (tomli below 3.11) does not apply here
+            pins.append(f"{found.group(1)}=={found.group(4)}")
+    return pins
+
+
+def test_the_declared_dependency_floors_compile_and_run(tmp_path):
+    """Each base dependency at the lowest version pyproject.toml allows (a constraints file; what they
+    pull in resolves as for anyone): the wheel installs, compiles a network and runs it alike on the cpu,
+    the functional and the cycle model.  A floor that is wrong fails here, not on a user's machine."""
+    floors = declared_floors()
+    assert any(p.startswith("numpy==") for p in floors) and any(p.startswith("llvmlite==") for p in floors)
+    constraints = tmp_path / "floors.txt"
+    constraints.write_text("\n".join(floors) + "\n")
+    python = _install(tmp_path, tmp_path / "venv", "-c", str(constraints), str(_build_wheel(tmp_path)))
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    smoke = _run([str(python), "-c", SMOKE], outside, 900)
+    assert smoke.returncode == 0 and "floors smoke ok" in smoke.stdout, _tail(smoke)
