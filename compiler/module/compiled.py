@@ -20,6 +20,7 @@ from vtakit.devices import HOST, device_entry, register_device
 from vtakit.errors import CompileError, DeviceError, pc_side_missing
 from vtakit.compiler.ir import Graph, TensorInfo
 from vtakit.compiler.backends import cpu
+from vtakit.compiler.backends.cpu import aot
 from vtakit.compiler.backends.vta.runtime import resolve_device
 from vtakit.compiler.passes.lower import VtaTask
 from vtakit.compiler.module.container import FORMAT, VERSION, read_module, write_module  # noqa: F401
@@ -52,6 +53,7 @@ class CompiledModule:
     host: str = "cpu"  # where host tasks run: "cpu" or "cuda" (the GPU kernels are listed in notes.gpu)
     last_run: RunResult | None = None
     last_host_kernels: str = ""  # which CPU host kernels the last run used (cpu.implementation; "" on a GPU)
+    host_libraries: dict[str, np.ndarray] = field(default_factory=dict)  # target -> prebuilt kernels (aot.py)
     _bindings: dict[int, Binding] = field(default_factory=dict, repr=False)
     _gpu_kernels: dict[int, Any] = field(default_factory=dict, repr=False)
     _tiles: dict[str, int] | None = field(default=None, repr=False)
@@ -158,6 +160,12 @@ class CompiledModule:
             raise CompileError("the module has not run yet: call .run(inputs) first")
         return ModuleReport.of(self)
 
+    def build_host_kernels(self, targets) -> dict[str, int]:
+        """Compile the host part's kernels ahead of time for the named CPUs ("armv7", "aarch64", "x86_64"; a
+        list or a comma-separated string) into libraries the module carries; returns kernels per target."""
+        self.host_libraries.update(aot.build_libraries(self, targets))
+        return {name: aot.library_kernels(data) for name, data in sorted(self.host_libraries.items())}
+
     # ------------------------------------------------------------- files
     def save(self, path) -> Path:
         """Write the module to `path` (a `.vtamod`), signed with this user's key (made on first use)."""
@@ -167,6 +175,8 @@ class CompiledModule:
             arrays[f"graph/{k}"] = v
         for k, v in self.consts.items():
             arrays[f"packed/{k}"] = v
+        for k, v in self.host_libraries.items():
+            arrays[f"hostlib/{k}"] = v
         tasks = []
         for t in self.tasks:
             if not isinstance(t, VtaTask):
@@ -182,7 +192,7 @@ class CompiledModule:
                                            tensors={k: s.to_dict() for k, s in p.tensors.items()})))
         manifest = dict(config=self.config.to_dict(), target=self.target, host=self.host,
                         graph=_graph_to_dict(self.graph), tasks=tasks, plan=self.plan.to_dict(),
-                        notes=_jsonable(self.notes.to_dict()))
+                        notes=_jsonable(self.notes.to_dict()), host_targets=sorted(self.host_libraries))
         write_module(path, manifest, arrays)
         return path
 
@@ -195,8 +205,14 @@ class CompiledModule:
         every field against the stored config (module/check.py).  Anything wrong is one CompileError
         line naming the file and the field."""
         manifest, arrays = read_module(path, max_bytes, trust=trust)
+        libraries = {k[8:]: arrays.pop(k) for k in list(arrays) if k.startswith("hostlib/")}
+        bad = [k for k, v in libraries.items() if not aot.known_target(k) or v.dtype != np.uint8 or v.ndim != 1]
+        if bad or sorted(libraries) != manifest.get("host_targets", []):
+            raise CompileError(f"{path}: host_targets: the host kernel libraries do not match the manifest's list")
         module = cls(**check.parse(path, manifest, arrays))
         check.check(path, module)
+        module.host_libraries = libraries
+        aot.use_libraries(libraries, str(path))
         return module
 
 

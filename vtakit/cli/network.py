@@ -129,6 +129,10 @@ def cmd_compile(args) -> int:
     with _limits(args), tuning_context(args.tuning_log) as table, status, _search_progress(searching) as progress:
         module = compile_module(args.model, args.config, options, calibrate=cal, progress=progress,
                                 cache=False if args.no_cache else None)
+    if args.host_targets:
+        with console.status(f"compiling the host kernels for {args.host_targets}"):
+            held = module.build_host_kernels(args.host_targets)
+        console.print("host kernels ahead of time: " + ", ".join(f"{n} kernels for {t}" for t, n in held.items()))
     out = module.save(args.output)
     notes = module.notes
     if table is not None:
@@ -420,6 +424,9 @@ def register(sub) -> None:
                         "(~/.cache/vtakit or $VTAKIT_CACHE_DIR)")
     _int8_options(c)
     _limit_options(c)
+    c.add_argument("--host-targets", metavar="CPU,...", help="also compile the host kernels ahead of time for "
+                   "these CPUs (armv7: Zynq-7000 PYNQ boards, aarch64: UltraScale+, x86_64), carried in the module "
+                   "for a board without llvmlite (linked with the ziglang wheel)")
     c.add_argument("-o", "--output", default="model.vtamod")
     c.set_defaults(func=cmd_compile)
 
