@@ -14,6 +14,7 @@ import tomllib
 import venv
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,3 +125,45 @@ def test_the_declared_dependency_floors_compile_and_run(tmp_path):
     outside.mkdir()
     smoke = _run([str(python), "-c", SMOKE], outside, 900)
     assert smoke.returncode == 0 and "floors smoke ok" in smoke.stdout, _tail(smoke)
+
+
+COMPILE_ZOO = """
+import sys, numpy as np, vtakit
+from vtakit.compiler import zoo
+for name in sys.argv[2:]:
+    model = zoo.build(name)
+    shape = [d.dim_value or 1 for d in model.graph.input[0].type.tensor_type.shape.dim]
+    rng = np.random.default_rng(0)
+    module = vtakit.compile(model, "pynq", calibrate=[rng.standard_normal(shape).astype(np.float32) for _ in range(2)])
+    module.save(f"{sys.argv[1]}/{name}.vtamod")
+    np.save(f"{sys.argv[1]}/{name}.x.npy", rng.standard_normal(shape).astype(np.float32))
+"""
+
+
+def test_the_board_extra_alone_runs_modules_compiled_with_the_full_install(tmp_path):
+    """What a board holds (issue 41): a fresh venv with numpy 1.26 and rich only (the `board` extra) and the
+    wheel installed --no-deps runs ResNet-18 and MobileNet-v1 modules compiled with the full install, on
+    `cpu` (the numpy kernels: no llvmlite) and `fsim`, with outputs bit-identical to the full install's
+    (`--trust`: the venv has its own signing key, as a board has)."""
+    nets = ("resnet18", "mobilenet_v1")
+    made = _run([sys.executable, "-c", COMPILE_ZOO, str(tmp_path), *nets], ROOT, 1800)
+    assert made.returncode == 0, _tail(made)
+    wheel = _build_wheel(tmp_path)
+    python = _install(tmp_path, tmp_path / "board", "numpy==1.26.4", "rich>=13")
+    nodeps = _run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], tmp_path, 600)
+    assert nodeps.returncode == 0, _tail(nodeps)
+    absent = _run([str(python), "-c", "import importlib.util as u; print([m for m in ('llvmlite', 'onnx', 'scipy', "
+                   "'matplotlib', 'xgboost') if u.find_spec(m)])"], tmp_path, 120)
+    assert absent.stdout.strip() == "[]", _tail(absent)
+    for name in nets:
+        module, x = tmp_path / f"{name}.vtamod", tmp_path / f"{name}.x.npy"
+        for device in ("cpu", "fsim"):
+            ours, theirs = tmp_path / f"{name}.{device}.full.npz", tmp_path / f"{name}.{device}.board.npz"
+            full = _run([sys.executable, "-m", "vtakit", "run", str(module), "--input", str(x), "--device", device,
+                         "--output", str(ours)], ROOT, 900)
+            assert full.returncode == 0, _tail(full)
+            board = _run([str(tmp_path / "board" / "bin" / "vtakit"), "run", str(module), "--input", str(x),
+                          "--device", device, "--output", str(theirs), "--trust"], tmp_path, 900)
+            assert board.returncode == 0, _tail(board)
+            a, b = np.load(ours), np.load(theirs)
+            assert sorted(a.files) == sorted(b.files) and all(np.array_equal(a[k], b[k]) for k in a.files), name
