@@ -10,6 +10,7 @@ archive: a JSON manifest plus named arrays, nothing pickled.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,7 +203,8 @@ class CompiledModule:
         (at most `max_bytes`, default container.MAX_BYTES or VTAKIT_MAX_MODULE_MB), the format
         version, the sha256 of every array, the signature with this user's key (module/signing.py;
         skipped with `trust`, for a reviewed module from elsewhere: saving it then signs it here), and
-        every field against the stored config (module/check.py).  Anything wrong is one CompileError
+        every field against the stored config (module/check.py).  Prebuilt host kernels (native code) are
+        loaded only from a module this key signed, never under `trust`.  Anything wrong is one CompileError
         line naming the file and the field."""
         manifest, arrays = read_module(path, max_bytes, trust=trust)
         libraries = {k[8:]: arrays.pop(k) for k in list(arrays) if k.startswith("hostlib/")}
@@ -212,7 +214,13 @@ class CompiledModule:
         module = cls(**check.parse(path, manifest, arrays))
         check.check(path, module)
         module.host_libraries = libraries
-        aot.use_libraries(libraries, str(path))
+        if trust and libraries:  # machine code from a file this key did not sign is never run (issue 37)
+            warnings.warn(f"{path}: its prebuilt host kernels ({', '.join(sorted(libraries))}) are not loaded: "
+                          f"--trust checks a module's fields, not its machine code; the host part runs on numpy "
+                          f"(sign it here by saving it, or give this machine the compiling key, to use them)",
+                          aot.HostKernelWarning, stacklevel=2)
+        else:
+            aot.use_libraries(libraries, str(path))
         return module
 
 

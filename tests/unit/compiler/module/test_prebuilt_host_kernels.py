@@ -105,3 +105,16 @@ def test_libraries_are_hashed_and_targets_named(digits, tmp_path):
             target.writestr(info, data)
     with pytest.raises(CompileError, match="hostlib/x86_64.*does not match its sha256"):
         CompiledModule.load(damaged)
+
+
+def test_trusting_a_module_never_loads_its_machine_code(digits, tmp_path):
+    """--trust checks a foreign module's fields; its prebuilt kernels are native code, which only a module
+    signed with this machine's key may bring (issue 37: a file from elsewhere runs no code)."""
+    folder, module, expected = digits
+    module.build_host_kernels(HERE.name)
+    path = module.save(tmp_path / "m.vtamod")
+    with pytest.warns(UserWarning, match="not loaded: --trust checks a module's fields, not its machine code"):
+        trusted = CompiledModule.load(path, trust=True)
+    x = np.load(folder / "x.npy")
+    assert all(np.array_equal(trusted.run(x, device="cpu")[k], v) for k, v in
+               ((k.split("/", 1)[1], v) for k, v in expected.items() if k.startswith("cpu/")))
