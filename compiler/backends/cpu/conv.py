@@ -19,11 +19,11 @@ from vtakit.compiler.backends.host import checks
 from vtakit.compiler.backends.host.checks import Requant
 from vtakit.compiler.backends.cpu.depthwise import conv2d_depthwise
 from vtakit.compiler.backends.cpu.gemm import PanelSpec, Tile, default_tile, emit_panel
-from vtakit.compiler.backends.host.conv import OP, ConvGeometry, conv_geometry
+from vtakit.compiler.backends.host.conv import OP, ConvGeometry, conv_operands
 from vtakit.compiler.backends.cpu.irgen import requantise
 from vtakit.compiler.backends.cpu.irgen import F32, I8, I32, I64, KernelBuilder, pointer
 from vtakit.compiler.backends.cpu.jit import KernelKey, get_kernel
-from vtakit.errors import CompileError, pc_side_missing
+from vtakit.errors import pc_side_missing
 
 try:
     from llvmlite import ir
@@ -121,7 +121,7 @@ def conv2d_generic(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, geomet
     acc_dtype = np.int32 if integer else np.float32
     weights = w.astype(acc_dtype, copy=False)
     scratch = buffers.empty(geometry.reduction * tile.columns, acc_dtype)
-    out_dtype = np.float32 if not integer else (np.int32 if requant is None else np.int8)
+    out_dtype = checks.result_dtype(integer, requant)
     y = buffers.empty((geometry.batch, geometry.out_channels, geometry.out_h, geometry.out_w), out_dtype)
     bias_arg = bias if bias is not None else scratch
     kernel(pointer(x), pointer(weights), pointer(bias_arg), pointer(y), pointer(scratch))
@@ -136,17 +136,7 @@ def conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *, stri
     pads are (top, left, bottom, right).  Depthwise convolutions (groups equal to
     the input channels) take a dedicated kernel that vectorises along output width.
     """
-    x = checks.array(x, "x", OP, [checks.FLOAT32, checks.INT8], ndim=4)
-    w = checks.array(w, "w", OP, [x.dtype], ndim=4)
-    integer = x.dtype == checks.INT8
-    if bias is not None:
-        bias = checks.array(bias, "bias", OP, [checks.INT32 if integer else checks.FLOAT32], ndim=1)
-        if bias.shape[0] != w.shape[0]:
-            raise CompileError(f"bias has {bias.shape[0]} entries for {w.shape[0]} output channels", op=OP)
-    requant = checks.requant(shift, clip, OP)
-    if requant is not None and not integer:
-        raise CompileError("shift/clip apply to int8 convolutions only", op=OP)
-    geometry = conv_geometry(x, w, stride, pads, dilation, groups)
-    if geometry.group_in == 1 and geometry.groups > 1:
-        return conv2d_depthwise(x, w, bias, geometry, requant)
-    return conv2d_generic(x, w, bias, geometry, requant)
+    checked = conv_operands(x, w, bias, stride, pads, dilation, groups, shift, clip)
+    if checked.geometry.group_in == 1 and checked.geometry.groups > 1:
+        return conv2d_depthwise(checked.x, checked.w, checked.bias, checked.geometry, checked.requant)
+    return conv2d_generic(checked.x, checked.w, checked.bias, checked.geometry, checked.requant)

@@ -103,7 +103,7 @@ def conv2d_depthwise(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, geom
     weights = w.astype(acc_dtype, copy=False)
     plane_h, plane_w = spec.plane_shape
     plane = buffers.empty(plane_h * plane_w if spec.padded else 1, acc_dtype)
-    out_dtype = np.float32 if not integer else (np.int32 if requant is None else np.int8)
+    out_dtype = checks.result_dtype(integer, requant)
     y = buffers.empty((geometry.batch, geometry.out_channels, geometry.out_h, geometry.out_w), out_dtype)
     bias_arg = bias if bias is not None else plane
     kernel(pointer(x), pointer(weights), pointer(bias_arg), pointer(y), pointer(plane))

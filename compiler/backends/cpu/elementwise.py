@@ -17,10 +17,11 @@ import numpy as np
 from vtakit.compiler.backends.cpu import buffers
 
 from vtakit.compiler.backends.host import checks
-from vtakit.compiler.backends.host.elementwise import collapse
+from vtakit.compiler.backends.host.elementwise import (add_int8_operands, batch_norm_channels, broadcast_shape,
+                                                       clip_bounds, collapse, exponent, float_pair)
 from vtakit.compiler.backends.cpu.irgen import F32, I8, I32, KernelBuilder, elem_type
 from vtakit.compiler.backends.cpu.jit import KernelKey, cached_plan, get_kernel
-from vtakit.errors import CompileError, pc_side_missing
+from vtakit.errors import pc_side_missing
 
 try:
     from llvmlite import ir
@@ -136,35 +137,27 @@ def apply(expression: str, operands: Sequence[np.ndarray], result_dtype, params:
 
 def _plan(expression: str, operands: Sequence[np.ndarray], result_dtype: np.dtype, params: tuple, op: str):
     """(kernel, output shape) for operands of these shapes and dtypes."""
-    try:
-        shape = np.broadcast_shapes(*(a.shape for a in operands))
-    except ValueError:
-        shapes = " and ".join(str(a.shape) for a in operands)
-        raise CompileError(f"shapes {shapes} do not broadcast", op=op) from None
+    shape = broadcast_shape([a.shape for a in operands], op)
     strides = [tuple(s // a.itemsize for s in np.broadcast_to(a, shape).strides) for a in operands]
     flat_shape, flat_strides = collapse(shape, strides)
     spec = ElementwiseKernel(expression, flat_shape, flat_strides, tuple(a.dtype.name for a in operands),
                              result_dtype.name, params)
-    return get_kernel(KernelKey("elementwise", (spec,)), lambda: _build(spec), op), tuple(int(d) for d in shape)
-
-
-def _float_pair(a, b, op: str) -> list[np.ndarray]:
-    return [checks.array(a, "a", op, [checks.FLOAT32]), checks.array(b, "b", op, [checks.FLOAT32])]
+    return get_kernel(KernelKey("elementwise", (spec,)), lambda: _build(spec), op), shape
 
 
 def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """float32 a + b with numpy broadcasting."""
-    return apply("add", _float_pair(a, b, "add"), np.float32)
+    return apply("add", float_pair(a, b, "add"), np.float32)
 
 
 def sub(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """float32 a - b with numpy broadcasting."""
-    return apply("sub", _float_pair(a, b, "sub"), np.float32)
+    return apply("sub", float_pair(a, b, "sub"), np.float32)
 
 
 def mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """float32 a * b with numpy broadcasting."""
-    return apply("mul", _float_pair(a, b, "mul"), np.float32)
+    return apply("mul", float_pair(a, b, "mul"), np.float32)
 
 
 def relu(x: np.ndarray) -> np.ndarray:
@@ -177,41 +170,25 @@ def clip(x: np.ndarray, lo, hi) -> np.ndarray:
     """np.clip(x, lo, hi) for float32 or int8 (bounds must fit int8 for int8 x)."""
     op = "clip"
     x = checks.array(x, "x", op, [checks.FLOAT32, checks.INT8])
-    if x.dtype == checks.INT8:
-        low = checks.integer(lo, "lo", op, -128, 127)
-        high = checks.integer(hi, "hi", op, -128, 127)
-    else:
-        try:
-            low, high = float(np.float32(lo)), float(np.float32(hi))
-        except (TypeError, ValueError):
-            raise CompileError(f"lo and hi must be numbers, got {lo!r} and {hi!r}", op=op) from None
-    return apply("clip", [x], x.dtype, (low, high))
+    return apply("clip", [x], x.dtype, clip_bounds(x.dtype, lo, hi, op))
 
 
 def add_int8(a: np.ndarray, b: np.ndarray, *, shift: int = 0, clip: tuple[int, int] = (-128, 127)) -> np.ndarray:
     """clip((int32(a) + int32(b)) >> shift, lo, hi) as int8, broadcasting a and b."""
-    op = "add_int8"
-    a = checks.array(a, "a", op, [checks.INT8])
-    b = checks.array(b, "b", op, [checks.INT8])
-    amount = checks.integer(shift, "shift", op, 0, 31)
-    low, high = checks.int8_range(clip, op)
-    return apply("add_int8", [a, b], np.int8, (amount, low, high))
-
-
-def _exponent(exp, op: str) -> int:
-    return checks.integer(exp, "exp", op, -126, 126)
+    a, b, params = add_int8_operands(a, b, shift, clip, "add_int8")
+    return apply("add_int8", [a, b], np.int8, params)
 
 
 def quantize(x: np.ndarray, exp: int) -> np.ndarray:
     """float32 -> int8: clip(round_half_even(x * 2**exp), -128, 127)."""
     x = checks.array(x, "x", "quantize", [checks.FLOAT32])
-    return apply("quantize", [x], np.int8, (_exponent(exp, "quantize"),))
+    return apply("quantize", [x], np.int8, (exponent(exp, "quantize"),))
 
 
 def dequantize(q: np.ndarray, exp: int) -> np.ndarray:
     """int8 or int32 -> float32 q * 2**-exp (exact up to int32 -> float32 rounding)."""
     q = checks.array(q, "q", "dequantize", [checks.INT8, checks.INT32])
-    return apply("dequantize", [q], np.float32, (_exponent(exp, "dequantize"),))
+    return apply("dequantize", [q], np.float32, (exponent(exp, "dequantize"),))
 
 
 def batch_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, var: np.ndarray,
@@ -219,14 +196,5 @@ def batch_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, mean: np.ndar
     """Inference batch norm on NCHW float32: (x - mean) * scale / sqrt(var + eps) + bias."""
     op = "batch_norm"
     x = checks.array(x, "x", op, [checks.FLOAT32], ndim=4)
-    channels = x.shape[1]
-    vectors = {}
-    for name, value in (("scale", scale), ("bias", bias), ("mean", mean), ("var", var)):
-        vectors[name] = checks.array(value, name, op, [checks.FLOAT32], ndim=1)
-        if vectors[name].shape[0] != channels:
-            raise CompileError(f"{name} has {vectors[name].shape[0]} entries for {channels} channels", op=op)
-    if not isinstance(eps, (float, int, np.floating)) or eps < 0:
-        raise CompileError(f"eps must be a non-negative number, got {eps!r}", op=op)
-    factor = (vectors["scale"] / np.sqrt(vectors["var"] + np.float32(eps))).astype(np.float32)
-    per_channel = [v.reshape(channels, 1, 1) for v in (vectors["mean"], factor, vectors["bias"])]
+    per_channel = batch_norm_channels(x, scale, bias, mean, var, eps, op)
     return apply("batch_norm", [x, *per_channel], np.float32, op=op)

@@ -17,11 +17,10 @@ import numpy as np
 
 from vtakit.compiler.backends.cpu import buffers
 
-from vtakit.compiler.backends.host import checks
-from vtakit.compiler.backends.host.matmul import batch_offsets
+from vtakit.compiler.backends.host.matmul import batch_offsets, matmul_batch, matmul_operands
 from vtakit.compiler.backends.cpu.irgen import F32, I64, Index, KernelBuilder, pointer, vec
 from vtakit.compiler.backends.cpu.jit import KernelKey, cached_plan, get_kernel, host_target
-from vtakit.errors import CompileError, pc_side_missing
+from vtakit.errors import pc_side_missing
 from vtakit.isa.arith import ceil_div
 
 try:
@@ -166,15 +165,8 @@ def _build_matmul(shape: MatmulShape, tile: Tile):
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """float32 numpy/ONNX MatMul: 1-D operands promoted, leading batch dims broadcast."""
-    op = "matmul"
-    a = checks.array(a, "a", op, [checks.FLOAT32])
-    b = checks.array(b, "b", op, [checks.FLOAT32])
-    if a.ndim == 0 or b.ndim == 0:
-        raise CompileError(f"operands must have at least one dimension, got {a.shape} and {b.shape}", op=op)
-    a2 = a.reshape(1, -1) if a.ndim == 1 else a
-    b2 = b.reshape(-1, 1) if b.ndim == 1 else b
-    if a2.shape[-1] != b2.shape[-2]:
-        raise CompileError(f"inner dimensions differ: a {a.shape} and b {b.shape}", op=op)
+    a, b, a_shape, b_shape = matmul_operands(a, b)
+    a2, b2 = a.reshape(a_shape), b.reshape(b_shape)
     plan = cached_plan(("matmul", a2.shape, b2.shape), lambda: _plan(a2.shape, b2.shape))
     kernel, a_offsets, b_offsets, out_shape = plan
     c = buffers.empty(out_shape, np.float32)
@@ -189,10 +181,7 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _plan(a_shape: tuple[int, ...], b_shape: tuple[int, ...]):
     """(kernel, A offsets, B offsets, C shape); offsets locate each batch entry's matrices, in elements."""
-    try:
-        batch_shape = np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
-    except ValueError:
-        raise CompileError(f"batch dimensions do not broadcast: {a_shape} and {b_shape}", op="matmul") from None
+    batch_shape = matmul_batch(a_shape, b_shape)
     m, k, n = a_shape[-2], a_shape[-1], b_shape[-1]
     shape = MatmulShape(math.prod(batch_shape), m, k, n)
     tile = default_tile()

@@ -18,12 +18,12 @@ import numpy as np
 
 from vtakit.compiler.backends.cpu import buffers
 
-from vtakit.compiler.backends.host import checks
-from vtakit.compiler.backends.host.layout import concat_axis, fill_value, layout_array, permutation
+from vtakit.compiler.backends.host.layout import (concat_operands, layout_array, pack_operands, pad_widths,
+                                                  permutation, unpack_operands)
 from vtakit.compiler.backends.host.elementwise import collapse
 from vtakit.compiler.backends.cpu.irgen import I32, KernelBuilder, elem_type, pointer, vec
 from vtakit.compiler.backends.cpu.jit import KernelKey, cached_plan, get_kernel, host_target
-from vtakit.errors import CompileError, pc_side_missing
+from vtakit.errors import pc_side_missing
 from vtakit.isa.arith import ceil_div
 
 try:
@@ -153,12 +153,9 @@ def pad(x: np.ndarray, pads: Sequence[int], value=0) -> np.ndarray:
     """ONNX Pad (constant mode): pads = [x1_begin, x2_begin, ..., x1_end, x2_end, ...], all >= 0."""
     op = "pad"
     x = layout_array(x, "x", op)
-    widths = checks.ints(pads, 2 * x.ndim, "pads", op, 0)
-    begins, ends = widths[:x.ndim], widths[x.ndim:]
-    shape = tuple(size + lo + hi for size, lo, hi in zip(x.shape, begins, ends))
-    fill = fill_value(value, x.dtype, op)
-    out = buffers.full(shape, fill, x.dtype)
-    interior = tuple(slice(lo, lo + size) for lo, size in zip(begins, x.shape))
+    widths = pad_widths(x, pads, value, op)
+    out = buffers.full(widths.shape, widths.fill, x.dtype)
+    interior = tuple(slice(lo, lo + size) for lo, size in zip(widths.begins, x.shape))
     copy_into(out[interior], x, op)
     return out
 
@@ -166,15 +163,8 @@ def pad(x: np.ndarray, pads: Sequence[int], value=0) -> np.ndarray:
 def concat(xs: Sequence[np.ndarray], axis: int) -> np.ndarray:
     """np.concatenate(xs, axis) for arrays of one dtype and rank."""
     op = "concat"
-    try:
-        items = [] if isinstance(xs, np.ndarray) else list(xs)
-    except TypeError:
-        items = []
-    if not items:
-        raise CompileError("xs must be a non-empty sequence of arrays", op=op)
-    arrays = [layout_array(x, f"xs[{k}]", op) for k, x in enumerate(items)]
+    arrays, axis = concat_operands(xs, axis, op)
     first = arrays[0]
-    axis = concat_axis(arrays, axis, op)
     total = sum(a.shape[axis] for a in arrays)
     out = buffers.empty(first.shape[:axis] + (total,) + first.shape[axis + 1:], first.dtype)
     offset = 0
@@ -188,11 +178,7 @@ def concat(xs: Sequence[np.ndarray], axis: int) -> np.ndarray:
 def pack_activation(x: np.ndarray, batch: int, block: int) -> np.ndarray:
     """(N, C, H, W) -> (N/b, C/block, H, W, b, block), zero padded (as compiler.runtime)."""
     op = "pack_activation"
-    x = layout_array(x, "x", op)
-    if x.ndim != 4:
-        raise CompileError(f"x must be 4-D (N, C, H, W), got shape {x.shape}", op=op)
-    batch = checks.integer(batch, "batch", op, 1, 1 << 20)
-    block = checks.integer(block, "block", op, 1, 1 << 20)
+    x, batch, block = pack_operands(x, batch, block, op)
     n, c, h, w = x.shape
     nb, cb = ceil_div(n, batch), ceil_div(c, block)
     if (nb * batch, cb * block) != (n, c):
@@ -206,12 +192,8 @@ def pack_activation(x: np.ndarray, batch: int, block: int) -> np.ndarray:
 def unpack_activation(y: np.ndarray, n: int, c: int) -> np.ndarray:
     """(N/b, C/block, H, W, b, block) -> (N, C, H, W), dropping the padding."""
     op = "unpack_activation"
-    y = layout_array(y, "y", op)
-    if y.ndim != 6:
-        raise CompileError(f"y must be 6-D (N/b, C/block, H, W, b, block), got shape {y.shape}", op=op)
+    y, n, c = unpack_operands(y, n, c, op)
     nb, cb, h, w, batch, block = y.shape
-    n = checks.integer(n, "n", op, 1, nb * batch)
-    c = checks.integer(c, "c", op, 1, cb * block)
     source = y.transpose(0, 4, 1, 5, 2, 3)
     if (n, c) == (nb * batch, cb * block):
         out = buffers.empty((n, c, h, w), y.dtype)

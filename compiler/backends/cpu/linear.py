@@ -20,15 +20,13 @@ from vtakit.compiler.backends.host.checks import Requant
 from vtakit.compiler.backends.cpu.irgen import requantise
 from vtakit.compiler.backends.cpu.irgen import F32, I8, I32, KernelBuilder, pointer, vec
 from vtakit.compiler.backends.cpu.jit import KernelKey, cached_plan, get_kernel, host_target
-from vtakit.errors import CompileError, pc_side_missing
+from vtakit.compiler.backends.host.matmul import DENSE as OP, dense_operands
+from vtakit.errors import pc_side_missing
 
 try:
     from llvmlite import ir
 except ImportError as missing:  # a board: kernels come prebuilt (jit.py), no IR is built here
     pc_side_missing(missing)
-
-OP = "dense"
-
 
 @dataclass(frozen=True)
 class DenseKernel:
@@ -108,15 +106,7 @@ def _build_dense(spec: DenseKernel):
 def dense(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *, shift: int | None = None,
           clip: tuple[int, int] | None = None) -> np.ndarray:
     """x (N, K) @ w (O, K).T + bias; float32, or int8 with int32 / shifted-and-clipped int8 out."""
-    x = checks.array(x, "x", OP, [checks.FLOAT32, checks.INT8], ndim=2)
-    w = checks.array(w, "w", OP, [x.dtype], ndim=2)
-    integer = x.dtype == checks.INT8
-    if w.shape[1] != x.shape[1]:
-        raise CompileError(f"x has {x.shape[1]} features but w expects {w.shape[1]}", op=OP)
-    if bias is not None:
-        bias = checks.array(bias, "bias", OP, [checks.INT32 if integer else checks.FLOAT32], ndim=1)
-        if bias.shape[0] != w.shape[0]:
-            raise CompileError(f"bias has {bias.shape[0]} entries for {w.shape[0]} outputs", op=OP)
+    x, w, bias, integer = dense_operands(x, w, bias)
     signature = (OP, x.shape, w.shape, integer, bias is not None, checks.frozen(shift), checks.frozen(clip))
     kernel, out_dtype = cached_plan(signature, lambda: _plan(x.shape, w.shape[0], integer, bias is not None,
                                                              shift, clip))
@@ -126,11 +116,9 @@ def dense(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *, shift
 
 
 def _plan(x_shape: tuple[int, int], outputs: int, integer: bool, has_bias: bool, shift, clip):
-    requant = checks.requant(shift, clip, OP)
-    if requant is not None and not integer:
-        raise CompileError("shift/clip apply to int8 dense only", op=OP)
+    requant = checks.int8_requant(shift, clip, integer, "dense", OP)
     host = host_target()
     block = (min(x_shape[0], 4), 4) if host.vector_registers >= 32 else (min(x_shape[0], 2), 4)
     spec = DenseKernel(x_shape[0], x_shape[1], outputs, integer, has_bias, requant, host.lanes(32), block)
-    out_dtype = np.float32 if not integer else (np.int32 if requant is None else np.int8)
+    out_dtype = checks.result_dtype(integer, requant)
     return get_kernel(KernelKey(OP, (spec,)), lambda: _build_dense(spec), OP), out_dtype

@@ -17,10 +17,13 @@ import numpy as np
 
 from vtakit.compiler.backends.host import checks
 from vtakit.compiler.backends.host.checks import Requant
-from vtakit.compiler.backends.host.conv import OP as CONV, ConvGeometry, conv_geometry
-from vtakit.compiler.backends.host.layout import concat_axis, fill_value, layout_array, permutation
+from vtakit.compiler.backends.host.conv import ConvGeometry, conv_operands
+from vtakit.compiler.backends.host.elementwise import (add_int8_operands, batch_norm_channels, broadcast_shape,
+                                                       clip_bounds, exponent, float_pair)
+from vtakit.compiler.backends.host.layout import (concat_operands, layout_array, pack_operands, pad_widths,
+                                                  permutation, unpack_operands)
+from vtakit.compiler.backends.host.matmul import DENSE, dense_operands, matmul_batch, matmul_operands
 from vtakit.compiler.backends.host.pool import PoolSpec, avg_pool_spec, max_pool_spec
-from vtakit.errors import CompileError
 from vtakit.isa.arith import ceil_div
 
 LABEL = "numpy fallback"
@@ -64,17 +67,9 @@ def conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *, stri
            dilation=(1, 1), groups: int = 1, shift: int | None = None,
            clip: tuple[int, int] | None = None) -> np.ndarray:
     """NCHW x (*) OIHW w, ONNX Conv semantics; int8 in -> int32 out, or int8 with shift/clip."""
-    x = checks.array(x, "x", CONV, [checks.FLOAT32, checks.INT8], ndim=4)
-    w = checks.array(w, "w", CONV, [x.dtype], ndim=4)
-    integer = x.dtype == checks.INT8
-    if bias is not None:
-        bias = checks.array(bias, "bias", CONV, [checks.INT32 if integer else checks.FLOAT32], ndim=1)
-        if bias.shape[0] != w.shape[0]:
-            raise CompileError(f"bias has {bias.shape[0]} entries for {w.shape[0]} output channels", op=CONV)
-    requant = checks.requant(shift, clip, CONV)
-    if requant is not None and not integer:
-        raise CompileError("shift/clip apply to int8 convolutions only", op=CONV)
-    g = conv_geometry(x, w, stride, pads, dilation, groups)
+    checked = conv_operands(x, w, bias, stride, pads, dilation, groups, shift, clip)
+    x, w, bias, integer, requant, g = (checked.x, checked.w, checked.bias, checked.integer, checked.requant,
+                                       checked.geometry)
     top, left, bottom, right = g.pads
     xp = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right))) if any(g.pads) else x
     taps = _windows(xp, g)
@@ -110,54 +105,24 @@ def _grouped(taps: np.ndarray, w: np.ndarray, g: ConvGeometry, integer: bool) ->
 def dense(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *, shift: int | None = None,
           clip: tuple[int, int] | None = None) -> np.ndarray:
     """x (N, K) @ w (O, K).T + bias; float32, or int8 with int32 / shifted-and-clipped int8 out."""
-    op = "dense"
-    x = checks.array(x, "x", op, [checks.FLOAT32, checks.INT8], ndim=2)
-    w = checks.array(w, "w", op, [x.dtype], ndim=2)
-    integer = x.dtype == checks.INT8
-    if w.shape[1] != x.shape[1]:
-        raise CompileError(f"x has {x.shape[1]} features but w expects {w.shape[1]}", op=op)
-    if bias is not None:
-        bias = checks.array(bias, "bias", op, [checks.INT32 if integer else checks.FLOAT32], ndim=1)
-        if bias.shape[0] != w.shape[0]:
-            raise CompileError(f"bias has {bias.shape[0]} entries for {w.shape[0]} outputs", op=op)
-    requant = checks.requant(shift, clip, op)
-    if requant is not None and not integer:
-        raise CompileError("shift/clip apply to int8 dense only", op=op)
+    x, w, bias, integer = dense_operands(x, w, bias)
+    requant = checks.int8_requant(shift, clip, integer, "dense", DENSE)
     acc = _with_bias(_exact_product(x, w.T, integer), bias, (1, -1), integer)
     return np.ascontiguousarray(_requantise(acc, requant, integer))
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """float32 numpy/ONNX MatMul: 1-D operands promoted, leading batch dims broadcast."""
-    op = "matmul"
-    a = checks.array(a, "a", op, [checks.FLOAT32])
-    b = checks.array(b, "b", op, [checks.FLOAT32])
-    if a.ndim == 0 or b.ndim == 0:
-        raise CompileError(f"operands must have at least one dimension, got {a.shape} and {b.shape}", op=op)
-    a2 = a.reshape(1, -1) if a.ndim == 1 else a
-    b2 = b.reshape(-1, 1) if b.ndim == 1 else b
-    if a2.shape[-1] != b2.shape[-2]:
-        raise CompileError(f"inner dimensions differ: a {a.shape} and b {b.shape}", op=op)
-    try:
-        np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
-    except ValueError:
-        raise CompileError(f"batch dimensions do not broadcast: {a2.shape} and {b2.shape}", op=op) from None
+    a, b, a_shape, b_shape = matmul_operands(a, b)
+    matmul_batch(a_shape, b_shape)
     return np.ascontiguousarray(_exact_product(a, b, integer=False))
 
 
 # ---------------------------------------------------------------------------------------- elementwise
-def _broadcast(op: str, *operands: np.ndarray) -> None:
-    try:
-        np.broadcast_shapes(*(a.shape for a in operands))
-    except ValueError:
-        shapes = " and ".join(str(a.shape) for a in operands)
-        raise CompileError(f"shapes {shapes} do not broadcast", op=op) from None
-
-
-def _float_pair(a, b, op: str) -> tuple[np.ndarray, np.ndarray]:
-    a, b = checks.array(a, "a", op, [checks.FLOAT32]), checks.array(b, "b", op, [checks.FLOAT32])
-    _broadcast(op, a, b)
-    return a, b
+def _float_pair(a, b, op: str) -> list[np.ndarray]:
+    a, b = float_pair(a, b, op)
+    broadcast_shape([a.shape, b.shape], op)
+    return [a, b]
 
 
 def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -195,37 +160,25 @@ def clip(x: np.ndarray, lo, hi) -> np.ndarray:
     """np.clip(x, lo, hi) for float32 or int8 (bounds must fit int8 for int8 x)."""
     op = "clip"
     x = checks.array(x, "x", op, [checks.FLOAT32, checks.INT8])
+    low, high = clip_bounds(x.dtype, lo, hi, op)
     if x.dtype == checks.INT8:
-        low = checks.integer(lo, "lo", op, -128, 127)
-        high = checks.integer(hi, "hi", op, -128, 127)
         return np.minimum(np.maximum(x, np.int8(low)), np.int8(high))
-    try:
-        low, high = float(np.float32(lo)), float(np.float32(hi))
-    except (TypeError, ValueError):
-        raise CompileError(f"lo and hi must be numbers, got {lo!r} and {hi!r}", op=op) from None
     return _fclamp(x, low, high)
 
 
 def add_int8(a: np.ndarray, b: np.ndarray, *, shift: int = 0, clip: tuple[int, int] = (-128, 127)) -> np.ndarray:
     """clip((int32(a) + int32(b)) >> shift, lo, hi) as int8, broadcasting a and b."""
     op = "add_int8"
-    a = checks.array(a, "a", op, [checks.INT8])
-    b = checks.array(b, "b", op, [checks.INT8])
-    amount = checks.integer(shift, "shift", op, 0, 31)
-    low, high = checks.int8_range(clip, op)
-    _broadcast(op, a, b)
+    a, b, (amount, low, high) = add_int8_operands(a, b, shift, clip, op)
+    broadcast_shape([a.shape, b.shape], op)
     total = a.astype(np.int32) + b.astype(np.int32)
     return np.ascontiguousarray(np.clip(total >> amount, low, high).astype(np.int8))
-
-
-def _exponent(exp, op: str) -> int:
-    return checks.integer(exp, "exp", op, -126, 126)
 
 
 def quantize(x: np.ndarray, exp: int) -> np.ndarray:
     """float32 -> int8: clip(round_half_even(x * 2**exp), -128, 127) (NaN -> 0, as the native cast gives)."""
     x = checks.array(x, "x", "quantize", [checks.FLOAT32])
-    scaled = np.rint(x * np.float32(2.0 ** _exponent(exp, "quantize")))
+    scaled = np.rint(x * np.float32(2.0 ** exponent(exp, "quantize")))
     clipped = _fclamp(scaled, -128.0, 127.0)
     return np.where(np.isnan(clipped), np.float32(0), clipped).astype(np.int8)
 
@@ -233,7 +186,7 @@ def quantize(x: np.ndarray, exp: int) -> np.ndarray:
 def dequantize(q: np.ndarray, exp: int) -> np.ndarray:
     """int8 or int32 -> float32 q * 2**-exp (exact up to int32 -> float32 rounding)."""
     q = checks.array(q, "q", "dequantize", [checks.INT8, checks.INT32])
-    return q.astype(np.float32) * np.float32(2.0 ** -_exponent(exp, "dequantize"))
+    return q.astype(np.float32) * np.float32(2.0 ** -exponent(exp, "dequantize"))
 
 
 def batch_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, var: np.ndarray,
@@ -241,16 +194,7 @@ def batch_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, mean: np.ndar
     """Inference batch norm on NCHW float32: (x - mean) * scale / sqrt(var + eps) + bias."""
     op = "batch_norm"
     x = checks.array(x, "x", op, [checks.FLOAT32], ndim=4)
-    channels = x.shape[1]
-    vectors = {}
-    for name, value in (("scale", scale), ("bias", bias), ("mean", mean), ("var", var)):
-        vectors[name] = checks.array(value, name, op, [checks.FLOAT32], ndim=1)
-        if vectors[name].shape[0] != channels:
-            raise CompileError(f"{name} has {vectors[name].shape[0]} entries for {channels} channels", op=op)
-    if not isinstance(eps, (float, int, np.floating)) or eps < 0:
-        raise CompileError(f"eps must be a non-negative number, got {eps!r}", op=op)
-    factor = (vectors["scale"] / np.sqrt(vectors["var"] + np.float32(eps))).astype(np.float32)
-    mean_c, factor_c, bias_c = (v.reshape(channels, 1, 1) for v in (vectors["mean"], factor, vectors["bias"]))
+    mean_c, factor_c, bias_c = batch_norm_channels(x, scale, bias, mean, var, eps, op)
     return ((x - mean_c) * factor_c + bias_c).astype(np.float32)
 
 
@@ -320,12 +264,9 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     """exp(x - max) / sum(exp(x - max)) along `axis` (ONNX Softmax-13), float32."""
     op = "softmax"
     x = checks.array(x, "x", op, [checks.FLOAT32])
-    if x.ndim == 0:
-        raise CompileError("x must have at least one dimension", op=op)
-    if not isinstance(axis, (int, np.integer)) or not -x.ndim <= axis < x.ndim:
-        raise CompileError(f"axis {axis!r} is out of range for a {x.ndim}-D input", op=op)
-    e = np.exp(x - x.max(axis=int(axis), keepdims=True))
-    return np.ascontiguousarray((e / e.sum(axis=int(axis), keepdims=True)).astype(np.float32))
+    axis = checks.reduction_axis(x, axis, op)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return np.ascontiguousarray((e / e.sum(axis=axis, keepdims=True)).astype(np.float32))
 
 
 # ---------------------------------------------------------------------------------------- layout
@@ -339,32 +280,19 @@ def pad(x: np.ndarray, pads: Sequence[int], value=0) -> np.ndarray:
     """ONNX Pad (constant mode): pads = [x1_begin, x2_begin, ..., x1_end, x2_end, ...], all >= 0."""
     op = "pad"
     x = layout_array(x, "x", op)
-    widths = checks.ints(pads, 2 * x.ndim, "pads", op, 0)
-    fill = fill_value(value, x.dtype, op)
-    return np.pad(x, list(zip(widths[:x.ndim], widths[x.ndim:])), constant_values=fill)
+    widths = pad_widths(x, pads, value, op)
+    return np.pad(x, list(zip(widths.begins, widths.ends)), constant_values=widths.fill)
 
 
 def concat(xs: Sequence[np.ndarray], axis: int) -> np.ndarray:
     """np.concatenate(xs, axis) for arrays of one dtype and rank."""
-    op = "concat"
-    try:
-        items = [] if isinstance(xs, np.ndarray) else list(xs)
-    except TypeError:
-        items = []
-    if not items:
-        raise CompileError("xs must be a non-empty sequence of arrays", op=op)
-    arrays = [layout_array(x, f"xs[{k}]", op) for k, x in enumerate(items)]
-    return np.concatenate(arrays, axis=concat_axis(arrays, axis, op))
+    arrays, axis = concat_operands(xs, axis, "concat")
+    return np.concatenate(arrays, axis=axis)
 
 
 def pack_activation(x: np.ndarray, batch: int, block: int) -> np.ndarray:
     """(N, C, H, W) -> (N/b, C/block, H, W, b, block), zero padded (as compiler.runtime)."""
-    op = "pack_activation"
-    x = layout_array(x, "x", op)
-    if x.ndim != 4:
-        raise CompileError(f"x must be 4-D (N, C, H, W), got shape {x.shape}", op=op)
-    batch = checks.integer(batch, "batch", op, 1, 1 << 20)
-    block = checks.integer(block, "block", op, 1, 1 << 20)
+    x, batch, block = pack_operands(x, batch, block, "pack_activation")
     n, c, h, w = x.shape
     nb, cb = ceil_div(n, batch), ceil_div(c, block)
     if (nb * batch, cb * block) != (n, c):
@@ -374,12 +302,7 @@ def pack_activation(x: np.ndarray, batch: int, block: int) -> np.ndarray:
 
 def unpack_activation(y: np.ndarray, n: int, c: int) -> np.ndarray:
     """(N/b, C/block, H, W, b, block) -> (N, C, H, W), dropping the padding."""
-    op = "unpack_activation"
-    y = layout_array(y, "y", op)
-    if y.ndim != 6:
-        raise CompileError(f"y must be 6-D (N/b, C/block, H, W, b, block), got shape {y.shape}", op=op)
+    y, n, c = unpack_operands(y, n, c, "unpack_activation")
     nb, cb, h, w, batch, block = y.shape
-    n = checks.integer(n, "n", op, 1, nb * batch)
-    c = checks.integer(c, "c", op, 1, cb * block)
     full = y.transpose(0, 4, 1, 5, 2, 3).reshape(nb * batch, cb * block, h, w)
     return np.ascontiguousarray(full[:n, :c])

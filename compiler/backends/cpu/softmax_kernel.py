@@ -19,7 +19,7 @@ from vtakit.compiler.backends.cpu import buffers
 from vtakit.compiler.backends.host import checks
 from vtakit.compiler.backends.cpu.irgen import F32, KernelBuilder, pointer
 from vtakit.compiler.backends.cpu.jit import KernelKey, cached_plan, get_kernel
-from vtakit.errors import CompileError, pc_side_missing
+from vtakit.errors import pc_side_missing
 
 try:
     from llvmlite import ir
@@ -91,11 +91,8 @@ def _build(spec: SoftmaxKernel):
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     """exp(x - max) / sum(exp(x - max)) along `axis` (ONNX Softmax-13), float32."""
     x = checks.array(x, "x", OP, [checks.FLOAT32])
-    if x.ndim == 0:
-        raise CompileError("x must have at least one dimension", op=OP)
-    if not isinstance(axis, (int, np.integer)) or not -x.ndim <= axis < x.ndim:
-        raise CompileError(f"axis {axis!r} is out of range for a {x.ndim}-D input", op=OP)
-    kernel, inner = cached_plan((OP, x.shape, int(axis)), lambda: _plan(x.shape, int(axis) % x.ndim))
+    axis = checks.reduction_axis(x, axis, OP)
+    kernel, inner = cached_plan((OP, x.shape, axis), lambda: _plan(x.shape, axis % x.ndim))
     y = buffers.empty(x.shape, x.dtype)
     peak = buffers.empty(inner, np.float32)
     total = buffers.empty(inner, np.float32)

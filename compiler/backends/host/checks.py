@@ -6,9 +6,9 @@ everything a caller can get wrong is caught here, before anything is compiled.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -18,6 +18,10 @@ from vtakit.isa.arith import ceil_div
 FLOAT32 = np.dtype(np.float32)
 INT8 = np.dtype(np.int8)
 INT32 = np.dtype(np.int32)
+
+# How a backend checks one operand, called as `array(value, name, op, dtypes, ndim)`: `array` below for
+# numpy, `cuda.device_array.operand` where GPU DeviceArrays are accepted too.
+Checker: TypeAlias = Callable[..., Any]
 
 
 def array(value: Any, name: str, op: str, dtypes: Iterable[np.dtype], ndim: int | None = None) -> np.ndarray:
@@ -98,6 +102,45 @@ def int8_range(clip: Any, op: str) -> tuple[int, int]:
     if bounds[1] > 127 or bounds[0] > bounds[1]:
         raise CompileError(f"clip must be (lo, hi) with -128 <= lo <= hi <= 127, got {bounds}", op=op)
     return bounds
+
+
+def weighted(x: Any, w: Any, op: str, ndim: int, checked: Checker = array) -> tuple[Any, Any, bool]:
+    """(x, w, integer) for a product with weights (conv2d, dense): x float32 or int8, w of x's dtype."""
+    x = checked(x, "x", op, [FLOAT32, INT8], ndim=ndim)
+    w = checked(w, "w", op, [x.dtype], ndim=ndim)
+    return x, w, x.dtype == INT8
+
+
+def bias_vector(bias: Any, integer: bool, outputs: int, what: str, op: str, checked: Checker = array) -> Any:
+    """None, or one int32 (int8 product) or float32 entry per output (`what` names the outputs)."""
+    if bias is None:
+        return None
+    bias = checked(bias, "bias", op, [INT32 if integer else FLOAT32], ndim=1)
+    if bias.shape[0] != outputs:
+        raise CompileError(f"bias has {bias.shape[0]} entries for {outputs} {what}", op=op)
+    return bias
+
+
+def int8_requant(shift: Any, clip: Any, integer: bool, what: str, op: str) -> Requant | None:
+    """`requant`, refused for float products (`what` names them in the error)."""
+    result = requant(shift, clip, op)
+    if result is not None and not integer:
+        raise CompileError(f"shift/clip apply to int8 {what} only", op=op)
+    return result
+
+
+def result_dtype(integer: bool, requant: Requant | None) -> np.dtype:
+    """A product's output: float32, the int32 accumulator, or int8 when requantised."""
+    return FLOAT32 if not integer else (INT32 if requant is None else INT8)
+
+
+def reduction_axis(x: Any, axis: Any, op: str) -> int:
+    """`axis` of a reduction over x (softmax), in [-rank, rank); x has at least one dimension."""
+    if x.ndim == 0:
+        raise CompileError("x must have at least one dimension", op=op)
+    if not isinstance(axis, (int, np.integer)) or not -x.ndim <= axis < x.ndim:
+        raise CompileError(f"axis {axis!r} is out of range for a {x.ndim}-D input", op=op)
+    return int(axis)
 
 
 def out_size(size: int, kernel: int, stride: int, pad_begin: int, pad_end: int, dilation: int,

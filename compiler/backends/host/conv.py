@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from vtakit.compiler.backends.host import checks
+from vtakit.compiler.backends.host.checks import Checker, Requant
 from vtakit.errors import CompileError
 
 OP = "conv2d"
@@ -65,3 +67,28 @@ def conv_geometry(x: np.ndarray, w: np.ndarray, stride, pads, dilation, groups) 
         raise CompileError(f"window {kh}x{kw} (dilation {dilation}) does not fit input {h}x{width} with pads {pads}",
                            op=OP)
     return ConvGeometry(n, c, h, width, o, kh, kw, stride, pads, dilation, groups, out_h, out_w)
+
+
+@dataclass(frozen=True)
+class ConvOperands:
+    """A checked conv2d call: its operands (as the backend's `checked` returned them) and what they imply."""
+
+    x: Any
+    w: Any
+    bias: Any                  # None without a bias
+    integer: bool              # int8 operands, int32 accumulation
+    requant: Requant | None    # int8 output (None: int32 or float32 output)
+    geometry: ConvGeometry
+
+    @property
+    def out_dtype(self) -> np.dtype:
+        return checks.result_dtype(self.integer, self.requant)
+
+
+def conv_operands(x, w, bias, stride, pads, dilation, groups, shift, clip,
+                  checked: Checker = checks.array) -> ConvOperands:
+    """Every check of a conv2d call, in the order all backends raise them (operands, requant, geometry)."""
+    x, w, integer = checks.weighted(x, w, OP, 4, checked)
+    bias = checks.bias_vector(bias, integer, w.shape[0], "output channels", OP, checked)
+    requant = checks.int8_requant(shift, clip, integer, "convolutions", OP)
+    return ConvOperands(x, w, bias, integer, requant, conv_geometry(x, w, stride, pads, dilation, groups))
