@@ -11,27 +11,24 @@ Depthwise convolutions (one input channel per group) have K = KH x KW, too
 short for tiles, so each thread computes one output: its taps unrolled, the
 weights read once per thread.
 
-Validation and geometry are the CPU backend's (`cpu.geometry`), and so is the
-int8 epilogue (`requantise`: arithmetic shift right, clip).
+Validation and geometry are the host backends' (`host.conv.conv_operands`), and
+the int8 epilogue is the CPU backend's (`requantise`: arithmetic shift right, clip).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.backends.host import checks
 from vtakit.compiler.backends.host.checks import Requant
-from vtakit.compiler.backends.host.conv import OP, ConvGeometry, conv_geometry
+from vtakit.compiler.backends.host.conv import OP, ConvGeometry, conv_operands
 from vtakit.compiler.backends.cpu.irgen import requantise
 from vtakit.compiler.backends.cpu.irgen import F32, I8, I32
 from vtakit.compiler.backends.cuda.call import Call
 from vtakit.compiler.backends.cuda.device_array import DeviceArray, GpuBackend, operand
 from vtakit.compiler.backends.cuda.gemm import GemmOperands, GemmTile, choose_tile, emit_gemm, gemm_launch, widen
 from vtakit.compiler.backends.cuda.kernel import GpuKernelBuilder, grid_1d, make_kernel
-from vtakit.errors import CompileError
 
 
 @dataclass(frozen=True)
@@ -137,17 +134,9 @@ def _emit_depthwise(kb: GpuKernelBuilder, spec: DepthwiseConv) -> None:
 def conv2d(x, w, bias=None, *, stride=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1), groups: int = 1,
            shift: int | None = None, clip: tuple[int, int] | None = None, gpu: GpuBackend | None = None):
     """NCHW x (*) OIHW w, ONNX Conv semantics; int8 in -> int32 out, or int8 with shift/clip (as cpu.conv2d)."""
-    x = operand(x, "x", OP, [checks.FLOAT32, checks.INT8], ndim=4)
-    w = operand(w, "w", OP, [x.dtype], ndim=4)
-    integer = x.dtype == checks.INT8
-    if bias is not None:
-        bias = operand(bias, "bias", OP, [checks.INT32 if integer else checks.FLOAT32], ndim=1)
-        if bias.shape[0] != w.shape[0]:
-            raise CompileError(f"bias has {bias.shape[0]} entries for {w.shape[0]} output channels", op=OP)
-    requant = checks.requant(shift, clip, OP)
-    if requant is not None and not integer:
-        raise CompileError("shift/clip apply to int8 convolutions only", op=OP)
-    g = conv_geometry(x, w, stride, pads, dilation, groups)
+    checked = conv_operands(x, w, bias, stride, pads, dilation, groups, shift, clip, operand)
+    x, w, bias, integer, requant, g = (checked.x, checked.w, checked.bias, checked.integer, checked.requant,
+                                       checked.geometry)
     pointers = ["x", "w", "bias", "y"]
     if g.group_in == 1 and g.groups > 1:
         spec = DepthwiseConv(g, integer, bias is not None, requant)
@@ -159,8 +148,7 @@ def conv2d(x, w, bias=None, *, stride=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1)
         kernel = make_kernel("conv2d", spec, gemm_launch(tile, g.group_out, g.batch * g.positions, g.groups),
                              pointers, [], _emit_tiled_conv)
     call = Call(OP, [x, w, bias], gpu)
-    out_dtype = np.float32 if not integer else (np.int32 if requant is None else np.int8)
-    y = call.empty((g.batch, g.out_channels, g.out_h, g.out_w), out_dtype)
+    y = call.empty((g.batch, g.out_channels, g.out_h, g.out_w), checked.out_dtype)
     bias_arg: DeviceArray = call.device(bias) if bias is not None else y
     call.launch(kernel, call.device(x), call.device(w), bias_arg, y)
     return call.result(y)

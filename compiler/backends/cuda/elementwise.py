@@ -21,7 +21,8 @@ from llvmlite import ir
 
 from vtakit.compiler.backends.host import checks
 from vtakit.compiler.backends.cpu.elementwise import EXPRESSIONS as CPU_EXPRESSIONS, Expression
-from vtakit.compiler.backends.host.elementwise import collapse
+from vtakit.compiler.backends.host.elementwise import (add_int8_operands, batch_norm_channels, broadcast_shape,
+                                                       clip_bounds, collapse, exponent, float_pair)
 from vtakit.compiler.backends.cpu.irgen import F32, I8, I32, KernelBuilder, elem_type
 from vtakit.compiler.backends.cuda.call import Call
 from vtakit.compiler.backends.cuda.device_array import DeviceArray, GpuBackend, broadcast_strides, contiguous_strides, operand
@@ -114,11 +115,7 @@ def apply(op: str, expression: str, operands: Sequence[Any], result_dtype: Any, 
     """Broadcast the operands, evaluate `expression` elementwise into a fresh contiguous array."""
     call = Call(op, operands, gpu)
     arrays = [call.device(a) for a in operands]
-    try:
-        shape = tuple(np.broadcast_shapes(*(a.shape for a in arrays)))
-    except ValueError:
-        shapes = " and ".join(str(a.shape) for a in arrays)
-        raise CompileError(f"shapes {shapes} do not broadcast", op=op) from None
+    shape = broadcast_shape([a.shape for a in arrays], op)
     out = call.empty(shape, result_dtype)
     run_strided(call, expression, [(a, broadcast_strides(a.shape, shape), 0) for a in arrays], shape, out,
                 contiguous_strides(shape), 0, params)
@@ -126,7 +123,7 @@ def apply(op: str, expression: str, operands: Sequence[Any], result_dtype: Any, 
 
 
 def _float_pair(a, b, op: str) -> list:
-    return [operand(a, "a", op, [checks.FLOAT32]), operand(b, "b", op, [checks.FLOAT32])]
+    return float_pair(a, b, op, operand)
 
 
 def add(a, b, *, gpu: GpuBackend | None = None):
@@ -154,36 +151,26 @@ def clip(x, lo, hi, *, gpu: GpuBackend | None = None):
     """np.clip(x, lo, hi) for float32 or int8 (bounds must fit int8 for int8 x)."""
     op = "clip"
     x = operand(x, "x", op, [checks.FLOAT32, checks.INT8])
-    if x.dtype == checks.INT8:
-        low, high = checks.integer(lo, "lo", op, -128, 127), checks.integer(hi, "hi", op, -128, 127)
-    else:
-        try:
-            low, high = float(np.float32(lo)), float(np.float32(hi))
-        except (TypeError, ValueError):
-            raise CompileError(f"lo and hi must be numbers, got {lo!r} and {hi!r}", op=op) from None
-    return apply(op, "clip", [x], x.dtype, (low, high), gpu=gpu)
+    return apply(op, "clip", [x], x.dtype, clip_bounds(x.dtype, lo, hi, op), gpu=gpu)
 
 
 def add_int8(a, b, *, shift: int = 0, clip: tuple[int, int] = (-128, 127), gpu: GpuBackend | None = None):
     """clip((int32(a) + int32(b)) >> shift, lo, hi) as int8, broadcasting a and b."""
     op = "add_int8"
-    a, b = operand(a, "a", op, [checks.INT8]), operand(b, "b", op, [checks.INT8])
-    amount = checks.integer(shift, "shift", op, 0, 31)
-    low, high = checks.int8_range(clip, op)
-    return apply(op, "add_int8", [a, b], np.int8, (amount, low, high), gpu=gpu)
+    a, b, params = add_int8_operands(a, b, shift, clip, op, operand)
+    return apply(op, "add_int8", [a, b], np.int8, params, gpu=gpu)
 
 
 def quantize(x, exp: int, *, gpu: GpuBackend | None = None):
     """float32 -> int8: clip(round_half_even(x * 2**exp), -128, 127)."""
     x = operand(x, "x", "quantize", [checks.FLOAT32])
-    return apply("quantize", "quantize", [x], np.int8, (checks.integer(exp, "exp", "quantize", -126, 126),), gpu=gpu)
+    return apply("quantize", "quantize", [x], np.int8, (exponent(exp, "quantize"),), gpu=gpu)
 
 
 def dequantize(q, exp: int, *, gpu: GpuBackend | None = None):
     """int8 or int32 -> float32 q * 2**-exp."""
     q = operand(q, "q", "dequantize", [checks.INT8, checks.INT32])
-    amount = checks.integer(exp, "exp", "dequantize", -126, 126)
-    return apply("dequantize", "dequantize", [q], np.float32, (amount,), gpu=gpu)
+    return apply("dequantize", "dequantize", [q], np.float32, (exponent(exp, "dequantize"),), gpu=gpu)
 
 
 def quantize_linear(x, scale: float, zero_point: int, dtype: Any, *, gpu: GpuBackend | None = None):
@@ -209,15 +196,6 @@ def batch_norm(x, scale, bias, mean, var, eps: float = 1e-5, *, gpu: GpuBackend 
     """Inference batch norm on NCHW float32; the per-channel factor is prepared on the host as on the CPU."""
     op = "batch_norm"
     x = operand(x, "x", op, [checks.FLOAT32], ndim=4)
-    channels = x.shape[1]
-    vectors = {}
-    for name, value in (("scale", scale), ("bias", bias), ("mean", mean), ("var", var)):
-        value = value.numpy() if isinstance(value, DeviceArray) else value
-        vectors[name] = checks.array(value, name, op, [checks.FLOAT32], ndim=1)
-        if vectors[name].shape[0] != channels:
-            raise CompileError(f"{name} has {vectors[name].shape[0]} entries for {channels} channels", op=op)
-    if not isinstance(eps, (float, int, np.floating)) or eps < 0:
-        raise CompileError(f"eps must be a non-negative number, got {eps!r}", op=op)
-    factor = (vectors["scale"] / np.sqrt(vectors["var"] + np.float32(eps))).astype(np.float32)
-    per_channel = [v.reshape(channels, 1, 1) for v in (vectors["mean"], factor, vectors["bias"])]
+    scale, bias, mean, var = (v.numpy() if isinstance(v, DeviceArray) else v for v in (scale, bias, mean, var))
+    per_channel = batch_norm_channels(x, scale, bias, mean, var, eps, op)
     return apply(op, "batch_norm", [x, *per_channel], np.float32, gpu=gpu)

@@ -28,13 +28,11 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.backends.host import checks
-from vtakit.compiler.backends.host.matmul import batch_offsets
+from vtakit.compiler.backends.host.matmul import batch_offsets, matmul_batch, matmul_operands
 from vtakit.compiler.backends.cpu.irgen import F32, I32, I64
 from vtakit.compiler.backends.cuda.call import Call
 from vtakit.compiler.backends.cuda.device_array import GpuBackend, operand
 from vtakit.compiler.backends.cuda.kernel import GpuKernelBuilder, Launch, make_kernel
-from vtakit.errors import CompileError
 from vtakit.isa.arith import ceil_div
 
 SIDE = 16            # threads per block along x and y
@@ -189,18 +187,8 @@ def _emit_matmul(kb: GpuKernelBuilder, spec: MatmulSpec) -> None:
 def matmul(a, b, *, gpu: GpuBackend | None = None):
     """float32 numpy/ONNX MatMul: 1-D operands promoted, leading batch dims broadcast."""
     op = "matmul"
-    a = operand(a, "a", op, [checks.FLOAT32])
-    b = operand(b, "b", op, [checks.FLOAT32])
-    if a.ndim == 0 or b.ndim == 0:
-        raise CompileError(f"operands must have at least one dimension, got {a.shape} and {b.shape}", op=op)
-    a_shape = (1, *a.shape) if a.ndim == 1 else a.shape
-    b_shape = (*b.shape, 1) if b.ndim == 1 else b.shape
-    if a_shape[-1] != b_shape[-2]:
-        raise CompileError(f"inner dimensions differ: a {a.shape} and b {b.shape}", op=op)
-    try:
-        batch_shape = np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
-    except ValueError:
-        raise CompileError(f"batch dimensions do not broadcast: {a.shape} and {b.shape}", op=op) from None
+    a, b, a_shape, b_shape = matmul_operands(a, b, operand)
+    batch_shape = matmul_batch(a_shape, b_shape)
     m, k, n = a_shape[-2], a_shape[-1], b_shape[-1]
     batch = math.prod(batch_shape)
     tile = choose_tile(m, n, batch)

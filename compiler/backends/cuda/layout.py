@@ -17,22 +17,14 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from vtakit.compiler.backends.host import checks
 from vtakit.compiler.backends.cpu.irgen import elem_type
-from vtakit.compiler.backends.host.layout import LAYOUT_DTYPES, fill_value, concat_axis, permutation
+from vtakit.compiler.backends.host.layout import (concat_operands, layout_array, pack_operands, pad_widths,
+                                                  permutation, unpack_operands)
 from vtakit.compiler.backends.cuda.call import Call
 from vtakit.compiler.backends.cuda.device_array import DeviceArray, GpuBackend, contiguous_strides, operand
 from vtakit.compiler.backends.cuda.elementwise import run_strided
 from vtakit.compiler.backends.cuda.kernel import GpuKernelBuilder, grid_1d, make_kernel
-from vtakit.errors import CompileError
 from vtakit.isa.arith import ceil_div
-
-
-def _layout_operand(x, name: str, op: str):
-    x = operand(x, name, op, LAYOUT_DTYPES)
-    if not 1 <= x.ndim <= 6:
-        raise CompileError(f"{name} has rank {x.ndim}; layout kernels handle 1 to 6", op=op)
-    return x
 
 
 def _copy(call: Call, source: DeviceArray, shape: tuple[int, ...], source_strides: Sequence[int],
@@ -43,7 +35,7 @@ def _copy(call: Call, source: DeviceArray, shape: tuple[int, ...], source_stride
 def transpose(x, perm: Sequence[int], *, gpu: GpuBackend | None = None):
     """np.transpose(x, perm) materialised contiguously (rank <= 6)."""
     op = "transpose"
-    x = _layout_operand(x, "x", op)
+    x = layout_array(x, "x", op, operand)
     order = permutation(perm, x.ndim, op)
     call = Call(op, [x], gpu)
     source = call.device(x)
@@ -83,15 +75,13 @@ def _emit_pad(kb: GpuKernelBuilder, spec: PadSpec) -> None:
 def pad(x, pads: Sequence[int], value=0, *, gpu: GpuBackend | None = None):
     """ONNX Pad (constant mode): pads = [x1_begin, x2_begin, ..., x1_end, x2_end, ...], all >= 0."""
     op = "pad"
-    x = _layout_operand(x, "x", op)
-    widths = checks.ints(pads, 2 * x.ndim, "pads", op, 0)
-    begins, ends = widths[:x.ndim], widths[x.ndim:]
-    shape = tuple(size + lo + hi for size, lo, hi in zip(x.shape, begins, ends))
-    fill = fill_value(value, x.dtype, op)
-    bits = int(np.asarray(fill, x.dtype).view(f"u{x.dtype.itemsize}"))
+    x = layout_array(x, "x", op, operand)
+    widths = pad_widths(x, pads, value, op)
+    shape = widths.shape
+    bits = int(np.asarray(widths.fill, x.dtype).view(f"u{x.dtype.itemsize}"))
     if bits >= 1 << (8 * x.dtype.itemsize - 1):  # as a signed integer of the element's width
         bits -= 1 << (8 * x.dtype.itemsize)
-    spec = PadSpec(shape, begins, tuple(x.shape), f"int{x.dtype.itemsize * 8}", bits)
+    spec = PadSpec(shape, widths.begins, tuple(x.shape), f"int{x.dtype.itemsize * 8}", bits)
     kernel = make_kernel(op, spec, grid_1d(math.prod(shape)), ["x", "y"], [], _emit_pad)
     call = Call(op, [x], gpu)
     out = call.empty(shape, x.dtype)
@@ -102,15 +92,8 @@ def pad(x, pads: Sequence[int], value=0, *, gpu: GpuBackend | None = None):
 def concat(xs: Sequence, axis: int, *, gpu: GpuBackend | None = None):
     """np.concatenate(xs, axis) for arrays of one dtype and rank."""
     op = "concat"
-    try:
-        items = [] if isinstance(xs, (np.ndarray, DeviceArray)) else list(xs)
-    except TypeError:
-        items = []
-    if not items:
-        raise CompileError("xs must be a non-empty sequence of arrays", op=op)
-    arrays = [_layout_operand(x, f"xs[{k}]", op) for k, x in enumerate(items)]
+    arrays, axis = concat_operands(xs, axis, op, operand, (np.ndarray, DeviceArray))
     first = arrays[0]
-    axis = concat_axis(arrays, axis, op)
     call = Call(op, arrays, gpu)
     shape = first.shape[:axis] + (sum(a.shape[axis] for a in arrays),) + first.shape[axis + 1:]
     out = call.empty(shape, first.dtype)
@@ -126,11 +109,7 @@ def concat(xs: Sequence, axis: int, *, gpu: GpuBackend | None = None):
 def pack_activation(x, batch: int, block: int, *, gpu: GpuBackend | None = None):
     """(N, C, H, W) -> (N/b, C/block, H, W, b, block), zero padded (as cpu.pack_activation)."""
     op = "pack_activation"
-    x = _layout_operand(x, "x", op)
-    if x.ndim != 4:
-        raise CompileError(f"x must be 4-D (N, C, H, W), got shape {x.shape}", op=op)
-    batch = checks.integer(batch, "batch", op, 1, 1 << 20)
-    block = checks.integer(block, "block", op, 1, 1 << 20)
+    x, batch, block = pack_operands(x, batch, block, op, operand)
     call = Call(op, [x], gpu)
     source = call.device(x)
     n, c, h, w = x.shape
@@ -148,12 +127,8 @@ def pack_activation(x, batch: int, block: int, *, gpu: GpuBackend | None = None)
 def unpack_activation(y, n: int, c: int, *, gpu: GpuBackend | None = None):
     """(N/b, C/block, H, W, b, block) -> (N, C, H, W), dropping the padding (as cpu.unpack_activation)."""
     op = "unpack_activation"
-    y = _layout_operand(y, "y", op)
-    if y.ndim != 6:
-        raise CompileError(f"y must be 6-D (N/b, C/block, H, W, b, block), got shape {y.shape}", op=op)
+    y, n, c = unpack_operands(y, n, c, op, operand)
     nb, cb, h, w, batch, block = y.shape
-    n = checks.integer(n, "n", op, 1, nb * batch)
-    c = checks.integer(c, "c", op, 1, cb * block)
     call = Call(op, [y], gpu)
     strides = contiguous_strides(y.shape)
     # out[i, j, r, s] with i = (ib, bi), j = (jb, bj) reads y[ib, jb, r, s, bi, bj]

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from vtakit.compiler.backends.host import checks
 from vtakit.compiler.backends.host.checks import Requant
 from vtakit.compiler.backends.cpu.irgen import F32, I8, I32
@@ -21,9 +19,7 @@ from vtakit.compiler.backends.cuda.conv import _epilogue
 from vtakit.compiler.backends.cuda.device_array import GpuBackend, operand
 from vtakit.compiler.backends.cuda.gemm import GemmOperands, GemmTile, choose_tile, emit_gemm, gemm_launch, widen
 from vtakit.compiler.backends.cuda.kernel import GpuKernelBuilder, make_kernel
-from vtakit.errors import CompileError
-
-OP = "dense"
+from vtakit.compiler.backends.host.matmul import DENSE as OP, dense_operands
 
 
 @dataclass(frozen=True)
@@ -59,23 +55,13 @@ def _emit_dense(kb: GpuKernelBuilder, spec: DenseSpec) -> None:
 def dense(x, w, bias=None, *, shift: int | None = None, clip: tuple[int, int] | None = None,
           gpu: GpuBackend | None = None):
     """x (N, K) @ w (O, K).T + bias; float32, or int8 with int32 / shifted-and-clipped int8 out (as cpu.dense)."""
-    x = operand(x, "x", OP, [checks.FLOAT32, checks.INT8], ndim=2)
-    w = operand(w, "w", OP, [x.dtype], ndim=2)
-    integer = x.dtype == checks.INT8
-    if w.shape[1] != x.shape[1]:
-        raise CompileError(f"x has {x.shape[1]} features but w expects {w.shape[1]}", op=OP)
-    if bias is not None:
-        bias = operand(bias, "bias", OP, [checks.INT32 if integer else checks.FLOAT32], ndim=1)
-        if bias.shape[0] != w.shape[0]:
-            raise CompileError(f"bias has {bias.shape[0]} entries for {w.shape[0]} outputs", op=OP)
-    requant = checks.requant(shift, clip, OP)
-    if requant is not None and not integer:
-        raise CompileError("shift/clip apply to int8 dense only", op=OP)
+    x, w, bias, integer = dense_operands(x, w, bias, operand)
+    requant = checks.int8_requant(shift, clip, integer, "dense", OP)
     batch, outputs = x.shape[0], w.shape[0]
     tile = choose_tile(outputs, batch)
     spec = DenseSpec(batch, x.shape[1], outputs, integer, bias is not None, requant, tile)
     kernel = make_kernel(OP, spec, gemm_launch(tile, outputs, batch, 1), ["x", "w", "bias", "y"], [], _emit_dense)
     call = Call(OP, [x, w, bias], gpu)
-    y = call.empty((batch, outputs), np.float32 if not integer else (np.int32 if requant is None else np.int8))
+    y = call.empty((batch, outputs), checks.result_dtype(integer, requant))
     call.launch(kernel, call.device(x), call.device(w), call.device(bias) if bias is not None else y, y)
     return call.result(y)

@@ -23,7 +23,6 @@ from vtakit.compiler.backends.cpu.irgen import F32
 from vtakit.compiler.backends.cuda.call import Call
 from vtakit.compiler.backends.cuda.device_array import GpuBackend, operand
 from vtakit.compiler.backends.cuda.kernel import GpuKernelBuilder, Launch, make_kernel
-from vtakit.errors import CompileError
 
 OP = "softmax"
 
@@ -88,11 +87,7 @@ def _emit_softmax(kb: GpuKernelBuilder, spec: SoftmaxSpec) -> None:
 def softmax(x, axis: int = -1, *, gpu: GpuBackend | None = None):
     """exp(x - max) / sum(exp(x - max)) along `axis` (ONNX Softmax-13), float32."""
     x = operand(x, "x", OP, [checks.FLOAT32])
-    if x.ndim == 0:
-        raise CompileError("x must have at least one dimension", op=OP)
-    if not isinstance(axis, (int, np.integer)) or not -x.ndim <= axis < x.ndim:
-        raise CompileError(f"axis {axis!r} is out of range for a {x.ndim}-D input", op=OP)
-    axis = int(axis) % x.ndim
+    axis = checks.reduction_axis(x, axis, OP) % x.ndim
     outer, length, inner = math.prod(x.shape[:axis]), x.shape[axis], math.prod(x.shape[axis + 1:])
     spec = SoftmaxSpec(outer, length, inner, reduction_threads(length))
     kernel = make_kernel(OP, spec, Launch((outer * inner, 1, 1), (spec.threads, 1, 1)), ["x", "y"], [],
