@@ -14,18 +14,18 @@ from vtakit.compiler.module.macs import module_macs
 from vtakit.compiler.ops.execute import run_graph
 from vtakit.compiler.passes.head_products import split_head_products
 
-HEADS, TOKENS, DIM = 2, 40, 32
+HEADS, TOKENS, DIM = 2, 64, 32  # 64 x 32 x 64: a slice at head_products.MIN_SLICE_MACS
 SHAPE = [1, HEADS, TOKENS, DIM]
 
 
-def _attention() -> onnx.ModelProto:
+def _attention(shape=SHAPE) -> onnx.ModelProto:
     """softmax(q @ k^T) @ v over two heads, q, k and v graph inputs."""
     nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2], name="kt"),
              helper.make_node("MatMul", ["q", "kt"], ["s"], name="qk"),
              helper.make_node("Softmax", ["s"], ["p"], axis=-1, name="softmax"),
              helper.make_node("MatMul", ["p", "v"], ["y"], name="av")]
-    ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, SHAPE) for n in "qkv"]
-    g = helper.make_graph(nodes, "attention", ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, SHAPE)])
+    ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in "qkv"]
+    g = helper.make_graph(nodes, "attention", ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -68,3 +68,9 @@ def test_attention_products_run_on_the_accelerator_with_a_scale_per_head(tmp_pat
     assert np.array_equal(loaded.run(f, device="fsim")["y"], outs["cpu"])
     y, ref = outs["sim"].ravel(), _reference(f).ravel()
     assert float(y @ ref / np.linalg.norm(y) / np.linalg.norm(ref)) > 0.99
+
+
+def test_small_products_stay_in_the_hosts_matmul():
+    """A 7x7 window's head (49 x 32 x 49 MACs) costs the accelerator more in fixed costs than it computes."""
+    g = split_head_products(import_onnx(_attention([1, 3, 49, 32])))
+    assert [n.op for n in g.nodes].count("MatMul") == 2 and "ActDense" not in {n.op for n in g.nodes}
