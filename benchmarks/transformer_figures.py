@@ -1,8 +1,8 @@
 """Issue 40's figures for the transformer models of the corpus: where their MACs go and what they cost, with
 the defaults on `pynq` and the cycle model (both halves; the table says which half each model is in).
 
-    python benchmarks/transformers.py                        # every transformer of the corpus (many minutes)
-    python benchmarks/transformers.py --only hf_deit_tiny --json out/transformers.json
+    python benchmarks/transformer_figures.py                        # every transformer of the corpus (many minutes)
+    python benchmarks/transformer_figures.py --only hf_deit_tiny --json out/transformers.json
 
 Per model: the share of its matrix MACs in accelerator tasks (module/macs.py), accelerator cycles and ms at
 the config's clock, the utilization of the GEMM tasks (QConv, QDense, QActDense: "GEMM util" is the mean of
@@ -26,10 +26,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 _HERE = Path(__file__).resolve()
-# run as a script, Python puts benchmarks/ first on the path, where this file would shadow the transformers
-# package the corpus imports; the repository's root instead (for tests.support)
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE.parent]
-sys.path.insert(0, str(_HERE.parents[1]))
+sys.path.insert(0, str(_HERE.parents[1]))  # the repository's root, for tests.support
+# (this file is not named transformers.py: run as a script, benchmarks/ is first on the path, and a
+# benchmarks/transformers.py shadowed the transformers package for every script here)
 
 from rich.console import Console  # noqa: E402
 
