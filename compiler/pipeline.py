@@ -83,12 +83,14 @@ class Compilation:
     consts: dict[str, np.ndarray] = field(default_factory=dict)
     plan: DramPlan | None = None
     gpu: dict[str, Any] | None = None
+    step_s: dict[str, float] = field(default_factory=dict)  # seconds per step run
 
     def module(self) -> CompiledModule:
         target = self.options.target
         notes = CompileNotes(len(self.source.nodes), len(self.float_graph.nodes), time.perf_counter() - self.started,
                              tuple(self.source.notes.get("defaulted_dims", [])), self.quant_notes,
-                             dict(self.graph.notes.get("host_reasons", {})) if target is Target.VTA else {}, self.gpu)
+                             dict(self.graph.notes.get("host_reasons", {})) if target is Target.VTA else {}, self.gpu,
+                             dict(self.step_s))
         if target is not Target.VTA:
             return CompiledModule(self.config, target.value, self.graph, self.tasks, notes=notes,
                                   host="cuda" if target is Target.CUDA else "cpu")
@@ -236,7 +238,8 @@ def compile_module(model, config=DEFAULT_PRESET, options: CompileOptions | None 
     options: a CompileOptions (compiler/options.py: each option, its type and its values); `keywords` set
     any of its fields or its QuantOptions' by name (`calibration="mse"`, `target="cpu"`,
     `partition_options=...`).  calibrate: the calibration samples (None: seeded made-up ones);
-    progress(phase, done, total): called during the searches.  The recipe knobs (calibration, wide_residual,
+    progress(phase, done, total): called before each step ("compile: <step>") and during the searches; the
+    module's notes keep the seconds each step took (`notes.step_s`).  The recipe knobs (calibration, wide_residual,
     weight_rounding) are "auto" by default: chosen by the network's outputs on the calibration samples
     (quant/recipe_search.py); requant "auto" is "multiplier" where the config has ALU MUL, else "pow2".
     cache: False compiles afresh; None (on unless VTAKIT_COMPILE_CACHE=off) or True first looks for the module an
@@ -254,9 +257,15 @@ def compile_module(model, config=DEFAULT_PRESET, options: CompileOptions | None 
     digest = compile_cache.key(model, cfg, compilation.options, calibrate) if use_cache else None
     if digest is not None and (stored := compile_cache.load(digest)) is not None:
         return stored
-    for step in PIPELINE:
-        if opts.target in step.targets:
-            step.run(compilation)
+    steps = [step for step in PIPELINE if opts.target in step.targets]
+    for done, step in enumerate(steps):
+        if progress is not None:
+            progress(f"compile: {step.name}", done, len(steps))
+        t0 = time.perf_counter()
+        step.run(compilation)
+        compilation.step_s[step.name] = time.perf_counter() - t0
+    if progress is not None:
+        progress("compile: done", len(steps), len(steps))
     module = compilation.module()
     if digest is not None:
         compile_cache.store(digest, module)

@@ -91,6 +91,16 @@ class CompileNotes:
     calibration: QuantNotes | None = None  # target "vta"
     host_reasons: dict[str, str] = field(default_factory=dict)  # node -> why it runs on the host
     gpu: dict[str, Any] | None = None  # the GPU launches and their PTX (backends.cuda.record_launches)
+    step_s: dict[str, float] = field(default_factory=dict)  # seconds per pipeline step, in the order they ran
+
+    def step_line(self, shown: float = 0.05) -> str:
+        """The compile's time per step, one line: the slowest first, steps under `shown` seconds counted."""
+        steps = sorted(self.step_s.items(), key=lambda kv: -kv[1])
+        big = [f"{name} {s:.2f} s" for name, s in steps if s >= shown]
+        rest = len(steps) - len(big)
+        if not big:
+            return f"time per step: all {rest} under {shown:g} s"
+        return "time per step: " + ", ".join(big + ([f"{rest} more under {shown:g} s"] if rest else []))
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object a `.vtamod` manifest holds (field names as keys, enums as their spellings)."""

@@ -8,7 +8,7 @@ import sys
 import time
 import warnings
 import zipfile
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -123,10 +123,7 @@ def cmd_compile(args) -> int:
     options = CompileOptions(target=args.target, host=args.host, quant=_quant_options(args),
                              input_shapes=_input_shapes(args.input_shape), bind=_bindings(args.bind),
                              partition=dict(first_conv=args.first_conv, classifier=args.classifier))
-    searching = _searches(options.quant, cal is not None)
-    status = nullcontext() if searching else console.status(
-        f"compiling {args.model} for {args.config or DEFAULT_PRESET} ({args.target})")
-    with _limits(args), tuning_context(args.tuning_log) as table, status, _search_progress(searching) as progress:
+    with _limits(args), tuning_context(args.tuning_log) as table, _search_progress(True) as progress:
         module = compile_module(args.model, args.config, options, calibrate=cal, progress=progress,
                                 cache=False if args.no_cache else None)
     if args.host_targets:
@@ -141,6 +138,8 @@ def cmd_compile(args) -> int:
     console.print(f"compiled {args.model}: {notes.source_nodes} ONNX nodes -> {len(module.graph.nodes)} "
                   f"({len(module.vta_tasks())} accelerator tasks) in {time.perf_counter() - t0:.1f} s -> {out}")
     console.print(module_macs(module).line())
+    if notes.step_s:
+        console.print(notes.step_line())
     if notes.defaulted_dims:
         console.print(f"symbolic input dimensions set to 1: {', '.join(notes.defaulted_dims)} "
                       f"(use --input-shape NAME=D0,D1,...)")
@@ -286,7 +285,8 @@ def _searches(options: QuantOptions, calibrated: bool) -> bool:
 
 @contextmanager
 def _search_progress(enabled: bool):
-    """A progress callback (phase, done, total) drawing one rich bar per phase, or None."""
+    """A progress callback (phase, done, total) drawing one rich bar per phase (the pipeline's steps on one
+    bar), or None."""
     if not enabled or not progress_console.is_terminal:  # a bar on a pipe or a file leaves only a blank line
         yield None
         return
@@ -296,9 +296,10 @@ def _search_progress(enabled: bool):
         tasks: dict[str, int] = {}
 
         def update(phase: str, done: int, total: int) -> None:
-            if phase not in tasks:
-                tasks[phase] = bar.add_task(phase, total=total)
-            bar.update(tasks[phase], completed=done, total=total)
+            key = "compile" if phase.startswith("compile: ") else phase  # the pipeline's steps share one bar
+            if key not in tasks:
+                tasks[key] = bar.add_task(phase, total=total)
+            bar.update(tasks[key], completed=done, total=total, description=phase)
 
         yield update
 
