@@ -114,13 +114,3 @@ def test_token_rows_leave_in_int8_and_one_row_keeps_its_int32_accumulator():
         module = vtakit.compile(model, "pynq", calibrate=[rng.standard_normal((1, tokens, HIDDEN)).astype(np.float32)])
         assert module.graph.tensors[module.graph.node("head").outputs[0]].dtype == dtype, tokens
 
-
-def test_the_compile_times_its_steps_and_reports_each_to_the_progress_callback():
-    calls = []
-    module = vtakit.compile(_linear_block(), "pynq", calibrate=[RNG.standard_normal((1, TOKENS, HIDDEN)).astype(np.float32)],
-                            progress=lambda phase, done, total: calls.append((phase, done, total)))
-    steps = module.notes.step_s
-    assert list(steps)[:3] == ["import", "optimize", "heads"] and all(s >= 0 for s in steps.values())
-    assert [c for c in calls if c[0].startswith("compile: ")][0] == ("compile: import", 0, len(steps))
-    assert calls[-1] == ("compile: done", len(steps), len(steps))
-    assert module.notes.step_line().startswith("time per step: ")
