@@ -35,7 +35,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Mapping
-from dataclasses import fields, is_dataclass
+from dataclasses import fields, is_dataclass, replace
 from enum import Enum
 from functools import lru_cache
 from importlib import metadata
@@ -244,6 +244,7 @@ def load(digest: str, folder: Path | None = None) -> CompiledModule | None:
     try:
         module = CompiledModule.load(path)
         os.utime(path)  # recently used: the last to go when the cache outgrows its budget
+        module.notes = replace(module.notes, cached_from=str(path))
         return module
     except MemoryError:
         raise

@@ -92,6 +92,7 @@ class CompileNotes:
     host_reasons: dict[str, str] = field(default_factory=dict)  # node -> why it runs on the host
     gpu: dict[str, Any] | None = None  # the GPU launches and their PTX (backends.cuda.record_launches)
     step_s: dict[str, float] = field(default_factory=dict)  # seconds per pipeline step, in the order they ran
+    cached_from: str = ""  # the compile cache's entry this module came from ("": compiled now); never saved
 
     def step_line(self, shown: float = 0.05) -> str:
         """The compile's time per step, one line: the slowest first, steps under `shown` seconds counted."""
@@ -103,8 +104,11 @@ class CompileNotes:
         return "time per step: " + ", ".join(big + ([f"{rest} more under {shown:g} s"] if rest else []))
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON object a `.vtamod` manifest holds (field names as keys, enums as their spellings)."""
-        return _plain(self)
+        """The JSON object a `.vtamod` manifest holds (field names as keys, enums as their spellings); where
+        this process got the module from is no part of it."""
+        d = _plain(self)
+        d.pop("cached_from", None)
+        return d
 
     @classmethod
     def from_dict(cls, d: Any) -> CompileNotes:

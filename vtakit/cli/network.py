@@ -138,7 +138,9 @@ def cmd_compile(args) -> int:
     console.print(f"compiled {args.model}: {notes.source_nodes} ONNX nodes -> {len(module.graph.nodes)} "
                   f"({len(module.vta_tasks())} accelerator tasks) in {time.perf_counter() - t0:.1f} s -> {out}")
     console.print(module_macs(module).line())
-    if notes.step_s:
+    if notes.cached_from:
+        console.print(f"from the compile cache ({notes.cached_from}; --no-cache compiles afresh)")
+    elif notes.step_s:
         console.print(notes.step_line())
     if notes.defaulted_dims:
         console.print(f"symbolic input dimensions set to 1: {', '.join(notes.defaulted_dims)} "

@@ -67,6 +67,7 @@ def test_an_unchanged_compile_is_a_hit_with_the_same_module(folder, tmp_path, mo
     assert len(runs) == 1 and len(list(folder.glob("*.vtamod"))) == 1
     hit = vtakit.compile(model, "pynq", calibrate=_samples())
     assert len(runs) == 1, "an unchanged compile ran the compiler again"
+    assert cold.notes.cached_from == "" and hit.notes.cached_from.startswith(str(folder))  # the CLI says so
     cold_manifest, cold_arrays = _stored(cold, tmp_path / "cold.vtamod")
     hit_manifest, hit_arrays = _stored(hit, tmp_path / "hit.vtamod")
     assert cold_manifest == hit_manifest
