@@ -7,7 +7,6 @@ plus its transcendental elements and one interpreter dispatch, at the rates `hw.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,12 +36,7 @@ class BoardHostEstimate:
 
 
 def _bytes(g: Graph, names: list[str]) -> int:
-    total = 0
-    for t in names:
-        if t and t in g.tensors:
-            info = g.tensors[t]
-            total += math.prod(info.shape) * np.dtype(info.dtype).itemsize
-    return total
+    return sum(g.tensors[t].size * np.dtype(g.tensors[t].dtype).itemsize for t in names if t and t in g.tensors)
 
 
 def node_seconds(g: Graph, n: Node, cpu: HostCpu) -> float:
@@ -50,7 +44,7 @@ def node_seconds(g: Graph, n: Node, cpu: HostCpu) -> float:
     moved = _bytes(g, [i for i in n.inputs if i not in g.consts]) + _bytes(g, n.outputs[:1])
     seconds = max(node_macs(g, n) / (cpu.gmacs * 1e9), moved / (cpu.gbytes * 1e9))
     if n.op in TRANSCENDENTAL and n.outputs and n.outputs[0] in g.tensors:
-        seconds += math.prod(g.tensors[n.outputs[0]].shape) * cpu.transcendental_ns * 1e-9
+        seconds += g.tensors[n.outputs[0]].size * cpu.transcendental_ns * 1e-9
     return seconds + cpu.call_us * 1e-6
 
 

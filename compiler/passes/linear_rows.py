@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from vtakit.compiler.ir import Graph, Node, TensorInfo
+from vtakit.compiler.passes.fold import channel_vector
 
 
 def _feature_bias(g: Graph, add: Node, product: str, features: int) -> np.ndarray | None:
@@ -30,11 +31,7 @@ def _feature_bias(g: Graph, add: Node, product: str, features: int) -> np.ndarra
     v = g.consts[other].astype(np.float64)
     if v.ndim > len(g.tensors[product].shape):
         return None  # the sum would gain dimensions: not a bias
-    if v.size == 1:
-        return np.full(features, float(v.reshape(-1)[0]))
-    if v.shape[-1] == features and v.size == features:
-        return v.reshape(-1)
-    return None
+    return channel_vector(v, features, 2)  # the features are the channels (axis 1) of the (M, N) rows
 
 
 def flatten_matmul_rows(graph: Graph) -> Graph:
